@@ -1,0 +1,35 @@
+"""Shared fixtures: the hypothesis profile, and registering test node types safely."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+try:
+    from hypothesis import settings
+except ImportError:  # the core tests run without the testing extra
+    pass
+else:
+    settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None, print_blob=True)
+    settings.register_profile("dev", max_examples=100, deadline=None)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def registered() -> Iterator[Callable[[type, Callable[[type], Any]], Any]]:
+    """``registered(cls, register)``: call ``register(cls)`` now and unregister ``cls`` after."""
+    from treekit._registry import _remove
+
+    added: list[type] = []
+
+    def register(cls: type, how: Callable[[type], Any]) -> Any:
+        out = how(cls)
+        added.append(cls)
+        return out
+
+    yield register
+    for cls in added:
+        _remove(cls)

@@ -1,0 +1,99 @@
+"""treekit: pytrees with jax.tree_util's API, errors that name the key path, and the helpers
+model code keeps rewriting.
+
+>>> import treekit
+>>> treekit.tree_map(lambda x: x * 2, {'w': [1, 2], 'b': 3})
+{'w': [2, 4], 'b': 6}
+"""
+
+from treekit import tree as tree
+from treekit._errors import StructureMismatchError as StructureMismatchError
+from treekit._errors import TreeCycleError as TreeCycleError
+from treekit._keys import DictKey as DictKey
+from treekit._keys import FlattenedIndexKey as FlattenedIndexKey
+from treekit._keys import GetAttrKey as GetAttrKey
+from treekit._keys import KeyEntry as KeyEntry
+from treekit._keys import KeyPath as KeyPath
+from treekit._keys import SequenceKey as SequenceKey
+from treekit._keys import UserKey as UserKey
+from treekit._keys import keystr as keystr
+from treekit._ops import PyTree as PyTree
+from treekit._ops import all_leaves as all_leaves
+from treekit._ops import tree_all as tree_all
+from treekit._ops import tree_broadcast as tree_broadcast
+from treekit._ops import tree_flatten as tree_flatten
+from treekit._ops import tree_flatten_with_path as tree_flatten_with_path
+from treekit._ops import tree_leaves as tree_leaves
+from treekit._ops import tree_leaves_with_path as tree_leaves_with_path
+from treekit._ops import tree_map as tree_map
+from treekit._ops import tree_map_with_path as tree_map_with_path
+from treekit._ops import tree_reduce as tree_reduce
+from treekit._ops import tree_reduce_associative as tree_reduce_associative
+from treekit._ops import tree_structure as tree_structure
+from treekit._ops import tree_transpose as tree_transpose
+from treekit._ops import tree_unflatten as tree_unflatten
+from treekit._ops import treedef_children as treedef_children
+from treekit._ops import treedef_is_leaf as treedef_is_leaf
+from treekit._ops import treedef_is_strict_leaf as treedef_is_strict_leaf
+from treekit._ops import treedef_tuple as treedef_tuple
+from treekit._partial import Partial as Partial
+from treekit._registry import flatten_one_level as flatten_one_level
+from treekit._registry import flatten_one_level_with_keys as flatten_one_level_with_keys
+from treekit._registry import is_tree_node as is_tree_node
+from treekit._registry import register_dataclass as register_dataclass
+from treekit._registry import register_pytree_node as register_pytree_node
+from treekit._registry import register_pytree_node_class as register_pytree_node_class
+from treekit._registry import register_pytree_with_keys as register_pytree_with_keys
+from treekit._registry import register_pytree_with_keys_class as register_pytree_with_keys_class
+from treekit._registry import register_static as register_static
+from treekit._registry import static as static
+from treekit._treedef import TreeDef as PyTreeDef
+from treekit._treedef import TreeDef as TreeDef
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DictKey",
+    "FlattenedIndexKey",
+    "GetAttrKey",
+    "KeyEntry",
+    "KeyPath",
+    "Partial",
+    "PyTree",
+    "PyTreeDef",
+    "SequenceKey",
+    "StructureMismatchError",
+    "TreeCycleError",
+    "TreeDef",
+    "UserKey",
+    "all_leaves",
+    "flatten_one_level",
+    "flatten_one_level_with_keys",
+    "is_tree_node",
+    "keystr",
+    "register_dataclass",
+    "register_pytree_node",
+    "register_pytree_node_class",
+    "register_pytree_with_keys",
+    "register_pytree_with_keys_class",
+    "register_static",
+    "static",
+    "tree",
+    "tree_all",
+    "tree_broadcast",
+    "tree_flatten",
+    "tree_flatten_with_path",
+    "tree_leaves",
+    "tree_leaves_with_path",
+    "tree_map",
+    "tree_map_with_path",
+    "tree_reduce",
+    "tree_reduce_associative",
+    "tree_structure",
+    "tree_transpose",
+    "tree_unflatten",
+    "treedef_children",
+    "treedef_is_leaf",
+    "treedef_is_strict_leaf",
+    "treedef_tuple",
+]

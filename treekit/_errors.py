@@ -1,0 +1,97 @@
+"""StructureMismatchError and the one builder of its message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from treekit._keys import KeyPath, keystr
+
+__all__ = ["StructureMismatchError", "TreeCycleError", "type_names"]
+
+
+def _format(label: str, path: KeyPath, expected: str, got: str, detail: str | None, hint: str | None) -> str:
+    message = f"{label}{keystr(path)}: expected {expected}, got {got}"
+    if detail:
+        message += f" ({detail})"
+    if hint:
+        message += f"\n{hint}"
+    return message
+
+
+class StructureMismatchError(ValueError):
+    """Two trees (or a tree and a treedef) differ at ``label + keystr(path)``.
+
+    The message reads ``<label><key path>: expected <what>, got <what>[ (<detail>)]``,
+    where ``label`` names the argument that differs (``tree``, ``rest[0]``, ``b``, ...)::
+
+        rest[0]['layers'][1]: expected list of length 2, got list of length 3
+
+    Attributes:
+        label: The argument that differs, as named in the message.
+        path: The key path of the first difference, from that argument's root.
+        expected: What the reference structure has there.
+        got: What the argument has there.
+        detail: What exactly differs (missing and extra dict keys, ...), or ``None``.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        path: KeyPath,
+        expected: str,
+        got: str,
+        detail: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(_format(label, path, expected, got, detail, hint))
+        self.label = label
+        self.path = tuple(path)
+        self.expected = expected
+        self.got = got
+        self.detail = detail
+        self.hint = hint
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.label, self.path, self.expected, self.got, self.detail, self.hint))
+
+
+class TreeCycleError(ValueError):
+    """A container is its own descendant; ``path`` is where the cycle closes.
+
+    The message reads ``<label><key path>: expected a tree, got a cycle (...)``.
+    """
+
+    def __init__(self, label: str, path: KeyPath, ancestor: KeyPath, what: str) -> None:
+        super().__init__(
+            _format(
+                label,
+                path,
+                "a tree",
+                "a cycle",
+                f"this {what} is the same object as its ancestor {label}{keystr(ancestor)}",
+                None,
+            )
+        )
+        self.label = label
+        self.path = tuple(path)
+        self.ancestor = tuple(ancestor)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        what = str(self).rsplit("(this ", 1)[-1].split(" is the same", 1)[0]
+        return (type(self), (self.label, self.path, self.ancestor, what))
+
+
+def type_names(a: type, b: type) -> tuple[str, str]:
+    """Names for two classes in a message: ``__name__``, or module + qualname when they clash.
+
+    >>> import collections
+    >>> P1 = collections.namedtuple('Point', 'x y'); P2 = collections.namedtuple('Point', 'x y')
+    >>> P2.__module__ = 'other'
+    >>> type_names(P1, P2)
+    ('treekit._errors.Point', 'other.Point')
+    >>> type_names(list, tuple)
+    ('list', 'tuple')
+    """
+    if a is not b and a.__name__ == b.__name__:
+        return f"{a.__module__}.{a.__qualname__}", f"{b.__module__}.{b.__qualname__}"
+    return a.__name__, b.__name__

@@ -1,0 +1,140 @@
+"""Key entries and key paths: how a leaf is reached from the root of a tree."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, Protocol, Union, runtime_checkable
+
+__all__ = [
+    "DictKey",
+    "FlattenedIndexKey",
+    "GetAttrKey",
+    "KeyEntry",
+    "KeyPath",
+    "SequenceKey",
+    "UserKey",
+    "keystr",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceKey:
+    """Position ``idx`` in a list, tuple or other sequence node.
+
+    >>> SequenceKey(0), str(SequenceKey(0)), SequenceKey(1).get(['a', 'b'])
+    (SequenceKey(idx=0), '[0]', 'b')
+    """
+
+    idx: int
+
+    def __str__(self) -> str:
+        return f"[{self.idx}]"
+
+    def get(self, parent: Any) -> Any:
+        """Return ``parent[idx]``."""
+        return parent[self.idx]
+
+
+@dataclass(frozen=True, slots=True)
+class DictKey:
+    """Key ``key`` of a dict-like node.
+
+    >>> DictKey('w'), str(DictKey('w')), DictKey('w').get({'w': 1})
+    (DictKey(key='w'), "['w']", 1)
+    """
+
+    key: Hashable
+
+    def __str__(self) -> str:
+        return f"[{self.key!r}]"
+
+    def get(self, parent: Any) -> Any:
+        """Return ``parent[key]``."""
+        return parent[self.key]
+
+
+@dataclass(frozen=True, slots=True)
+class GetAttrKey:
+    """Attribute ``name`` of a namedtuple, dataclass or other object node.
+
+    >>> GetAttrKey('x'), str(GetAttrKey('x'))
+    (GetAttrKey(name='x'), '.x')
+    """
+
+    name: str
+
+    def __str__(self) -> str:
+        return f".{self.name}"
+
+    def get(self, parent: Any) -> Any:
+        """Return ``getattr(parent, name)``."""
+        return getattr(parent, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class FlattenedIndexKey:
+    """Child ``key`` of a node whose registration gives no keys (jax's fallback).
+
+    It has no ``get``: only the node's registration knows its children's order
+    (``treekit.tree_get`` handles it).
+
+    >>> FlattenedIndexKey(2), str(FlattenedIndexKey(2))
+    (FlattenedIndexKey(key=2), '[<flat index 2>]')
+    """
+
+    key: int
+
+    def __str__(self) -> str:
+        return f"[<flat index {self.key}>]"
+
+
+@runtime_checkable
+class UserKey(Protocol):
+    """What a user-defined key entry provides: a ``str``, a hash and ``get(parent)``."""
+
+    def __str__(self) -> str: ...
+
+    def __hash__(self) -> int: ...
+
+    def get(self, parent: Any) -> Any: ...
+
+
+KeyEntry = Union[SequenceKey, DictKey, GetAttrKey, FlattenedIndexKey, UserKey]
+"""One step of a key path: one of the four built-in entries or a :class:`UserKey`."""
+
+KeyPath = tuple[Any, ...]
+"""A tuple of key entries, from the root to a leaf."""
+
+
+def _simple(entry: Any) -> str:
+    if type(entry) is SequenceKey:
+        return str(entry.idx)
+    if type(entry) is DictKey:
+        return str(entry.key)
+    if type(entry) is GetAttrKey:
+        return entry.name
+    if type(entry) is FlattenedIndexKey:
+        return str(entry.key)
+    return str(entry)
+
+
+def keystr(keys: KeyPath, *, simple: bool = False, separator: str = "") -> str:
+    """Join the ``str`` of each entry of a key path, exactly as ``jax.tree_util.keystr``.
+
+    >>> path = (DictKey('layers'), SequenceKey(1), GetAttrKey('w'))
+    >>> keystr(path)
+    "['layers'][1].w"
+    >>> keystr(path, simple=True, separator='/')
+    'layers/1/w'
+
+    Args:
+        keys: A key path (a tuple of key entries or anything with a ``str``).
+        simple: Use the bare key values (``layers``, ``1``, ``w``); shorter but ambiguous
+            (``0`` may be a list index or the dict key ``0`` or ``'0'``).
+        separator: Put between the entries' strings.
+
+    Returns:
+        The joined string; ``''`` for the empty path (the root).
+    """
+    return separator.join(map(_simple if simple else str, keys))

@@ -1,0 +1,370 @@
+"""The public functions over trees: flatten, map, reduce, transpose, broadcast (jax's names)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, overload
+
+from treekit._keys import KeyPath
+from treekit._registry import lookup
+from treekit._traverse import IsLeaf, flatten
+from treekit._treedef import TreeDef, tuple_of
+
+__all__ = [
+    "PyTree",
+    "all_leaves",
+    "tree_all",
+    "tree_broadcast",
+    "tree_flatten",
+    "tree_flatten_with_path",
+    "tree_leaves",
+    "tree_leaves_with_path",
+    "tree_map",
+    "tree_map_with_path",
+    "tree_reduce",
+    "tree_reduce_associative",
+    "tree_structure",
+    "tree_transpose",
+    "tree_unflatten",
+    "treedef_children",
+    "treedef_is_leaf",
+    "treedef_is_strict_leaf",
+    "treedef_tuple",
+]
+
+PyTree = Any
+"""Any Python object seen as a tree: nodes are registered containers, everything else a leaf."""
+
+T = TypeVar("T")
+
+
+def tree_flatten(tree: PyTree, is_leaf: IsLeaf | None = None) -> tuple[list[Any], TreeDef]:
+    """Return the leaves of ``tree`` (left to right) and its structure.
+
+    >>> leaves, treedef = tree_flatten({'b': [1, 2], 'a': None, 'c': 3})
+    >>> leaves, treedef
+    ([1, 2, 3], PyTreeDef({'a': None, 'b': [*, *], 'c': *}))
+
+    Args:
+        tree: Any pytree. Dict leaves come in sorted-key order (keys that do not compare are
+            grouped by type, see :func:`treekit.tree_leaves`); ``None`` is a node with no
+            children, so it has no leaves.
+        is_leaf: Called on every subtree before it is looked up; ``True`` makes it a leaf.
+
+    Raises:
+        TreeCycleError: If a container is its own descendant (a ``ValueError``).
+        TypeError: If a registered flatten function fails; the message names the key path.
+    """
+    leaves, treedef, _ = flatten(tree, is_leaf)
+    return leaves, treedef
+
+
+def tree_unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> PyTree:
+    """Build a tree of structure ``treedef`` from ``leaves`` (the inverse of tree_flatten).
+
+    Dicts come back in the key order of the tree ``treedef`` was made from.
+
+    >>> leaves, treedef = tree_flatten({'b': 1, 'a': 2})
+    >>> tree_unflatten(treedef, [10, 20])
+    {'b': 20, 'a': 10}
+
+    Raises:
+        ValueError: If the number of leaves is not ``treedef.num_leaves``.
+    """
+    return treedef.unflatten(leaves)
+
+
+def tree_leaves(tree: PyTree, is_leaf: IsLeaf | None = None) -> list[Any]:
+    """Return the leaves of ``tree``, left to right (dict leaves in sorted-key order).
+
+    >>> tree_leaves({'b': [1, 2], 'a': None, 'c': 3})
+    [1, 2, 3]
+
+    Mixed key types that do not compare are grouped by type name (``int`` before ``str``):
+
+    >>> tree_leaves({'a': 'x', 1: 'y'})
+    ['y', 'x']
+
+    Args:
+        tree: Any pytree.
+        is_leaf: Called on every subtree; ``True`` stops descent there.
+
+    Raises:
+        TreeCycleError: If ``tree`` holds a cycle; the message names its key path.
+    """
+    return flatten(tree, is_leaf)[0]
+
+
+def tree_structure(tree: PyTree, is_leaf: IsLeaf | None = None) -> TreeDef:
+    """Return the structure of ``tree``.
+
+    >>> tree_structure((1, [2, None]))
+    PyTreeDef((*, [*, None]))
+    """
+    return flatten(tree, is_leaf)[1]
+
+
+def tree_flatten_with_path(
+    tree: PyTree, is_leaf: IsLeaf | None = None, is_leaf_takes_path: bool = False
+) -> tuple[list[tuple[KeyPath, Any]], TreeDef]:
+    """Like :func:`tree_flatten`, pairing each leaf with its key path.
+
+    >>> pairs, _ = tree_flatten_with_path({'w': [1, 2]})
+    >>> pairs
+    [((DictKey(key='w'), SequenceKey(idx=0)), 1), ((DictKey(key='w'), SequenceKey(idx=1)), 2)]
+
+    Args:
+        tree: Any pytree.
+        is_leaf: As in :func:`tree_flatten`, or ``is_leaf(path, x)`` with ``is_leaf_takes_path``.
+        is_leaf_takes_path: Call ``is_leaf`` with the subtree's key path first.
+    """
+    leaves, treedef, paths = flatten(tree, is_leaf, True, is_leaf_takes_path)
+    assert paths is not None
+    return list(zip(paths, leaves)), treedef
+
+
+def tree_leaves_with_path(
+    tree: PyTree, is_leaf: IsLeaf | None = None, is_leaf_takes_path: bool = False
+) -> list[tuple[KeyPath, Any]]:
+    """``(key path, leaf)`` pairs of ``tree``, left to right.
+
+    >>> from treekit import keystr
+    >>> [(keystr(p), x) for p, x in tree_leaves_with_path([1, {'k': (2,)}])]
+    [('[0]', 1), ("[1]['k'][0]", 2)]
+    """
+    return tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path)[0]
+
+
+def _rest_leaves(treedef: TreeDef, rest: tuple[Any, ...]) -> list[list[Any]]:
+    return [treedef._walk(r, f"rest[{k}]") for k, r in enumerate(rest)]
+
+
+def tree_map(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: IsLeaf | None = None) -> PyTree:
+    """Apply ``f`` to the leaves of ``tree`` (and the matching subtrees of ``rest``).
+
+    >>> tree_map(lambda x: x * 10, {'b': [1, 2], 'a': 3})
+    {'b': [10, 20], 'a': 30}
+    >>> tree_map(lambda x, y: x + y, [1, (2, 3)], [10, (20, 30)])
+    [11, (22, 33)]
+
+    Args:
+        f: Called as ``f(leaf, *matching)``, one argument per tree.
+        tree: The tree whose structure the result has.
+        *rest: Trees with ``tree``'s structure or one extending it: where ``tree`` has a
+            leaf, a ``rest`` tree may hold a whole subtree, passed to ``f`` as it is.
+        is_leaf: Applies to ``tree`` only, as in jax.
+
+    Raises:
+        StructureMismatchError: If a ``rest`` tree differs from ``tree``; the message names
+            the argument (``rest[0]``) and the key path, e.g.
+            ``rest[0]['layers'][1]: expected list of length 2, got list of length 3``.
+    """
+    leaves, treedef, _ = flatten(tree, is_leaf)
+    if not rest:
+        return treedef._build([f(x) for x in leaves])
+    return treedef._build(list(map(f, leaves, *_rest_leaves(treedef, rest))))
+
+
+def tree_map_with_path(
+    f: Callable[..., Any],
+    tree: PyTree,
+    *rest: PyTree,
+    is_leaf: IsLeaf | None = None,
+    is_leaf_takes_path: bool = False,
+) -> PyTree:
+    """Like :func:`tree_map`, calling ``f(key_path, leaf, *matching)``.
+
+    >>> from treekit import keystr
+    >>> tree_map_with_path(lambda p, x: f'{keystr(p)}={x}', {'a': [1, 2]})
+    {'a': ["['a'][0]=1", "['a'][1]=2"]}
+    """
+    leaves, treedef, paths = flatten(tree, is_leaf, True, is_leaf_takes_path)
+    assert paths is not None
+    return treedef._build(list(map(f, paths, leaves, *_rest_leaves(treedef, rest))))
+
+
+class _Unspecified:
+    def __repr__(self) -> str:
+        return "<unspecified>"
+
+
+_UNSPECIFIED: Any = _Unspecified()
+
+
+@overload
+def tree_reduce(function: Callable[[T, Any], T], tree: PyTree, *, is_leaf: IsLeaf | None = None) -> T: ...
+@overload
+def tree_reduce(
+    function: Callable[[T, Any], T], tree: PyTree, initializer: T, is_leaf: IsLeaf | None = None
+) -> T: ...
+def tree_reduce(
+    function: Callable[[T, Any], T], tree: PyTree, initializer: Any = _UNSPECIFIED, is_leaf: IsLeaf | None = None
+) -> T:
+    """``functools.reduce`` over the leaves of ``tree``.
+
+    >>> import operator
+    >>> tree_reduce(operator.add, {'a': 1, 'b': (2, 3)})
+    6
+    >>> tree_reduce(operator.add, [], 0)
+    0
+
+    Raises:
+        TypeError: If ``tree`` has no leaves and no ``initializer`` is given.
+    """
+    leaves = flatten(tree, is_leaf)[0]
+    if initializer is _UNSPECIFIED:
+        return functools.reduce(function, leaves)  # type: ignore[no-any-return]
+    return functools.reduce(function, leaves, initializer)  # type: ignore[no-any-return]
+
+
+def tree_reduce_associative(
+    operation: Callable[[T, T], T], tree: PyTree, *, identity: Any = _UNSPECIFIED, is_leaf: IsLeaf | None = None
+) -> T:
+    """Reduce the leaves pairwise as a balanced tree (fewer sequential steps than reduce).
+
+    >>> import operator
+    >>> tree_reduce_associative(operator.add, [1, 2, 3, 4, 5])
+    15
+
+    Raises:
+        TypeError: If ``tree`` has no leaves and no ``identity`` is given.
+    """
+    level = flatten(tree, is_leaf)[0]
+    if not level:
+        if identity is _UNSPECIFIED:
+            raise TypeError("tree_reduce_associative: the tree has no leaves; pass identity=")
+        return identity  # type: ignore[no-any-return]
+    # Bottom-up pairing, iterative: the same grouping as jax's halving recursion.
+    return _halve(level, operation)  # type: ignore[no-any-return]
+
+
+def _halve(seq: list[Any], op: Callable[[Any, Any], Any]) -> Any:
+    # jax splits at len // 2 recursively; mirror that exactly with an explicit stack.
+    stack: list[tuple[int, int, bool]] = [(0, len(seq), False)]
+    results: list[Any] = []
+    while stack:
+        lo, hi, combine = stack.pop()
+        if combine:
+            b = results.pop()
+            a = results.pop()
+            results.append(op(a, b))
+        elif hi - lo == 1:
+            results.append(seq[lo])
+        else:
+            mid = lo + (hi - lo) // 2
+            stack += [(lo, hi, True), (mid, hi, False), (lo, mid, False)]
+    return results[0]
+
+
+def tree_all(tree: PyTree, *, is_leaf: IsLeaf | None = None) -> bool:
+    """Whether every leaf is truthy (``True`` for a tree without leaves).
+
+    >>> tree_all([True, {'a': 1}]), tree_all([True, 0]), tree_all([])
+    (True, False, True)
+    """
+    return all(flatten(tree, is_leaf)[0])
+
+
+def all_leaves(iterable: Iterable[Any], is_leaf: IsLeaf | None = None) -> bool:
+    """Whether every item of ``iterable`` is a leaf (``None`` is not: it is a node).
+
+    >>> all_leaves([1, 'a', 2.0]), all_leaves([1, [2]]), all_leaves([None])
+    (True, False, False)
+    """
+    if is_leaf is None:
+        return all(lookup(type(x)) is None for x in iterable)
+    items = list(iterable)
+    leaves = flatten(items, is_leaf)[0]
+    return len(leaves) == len(items) and all(a is b for a, b in zip(items, leaves))
+
+
+def tree_transpose(outer_treedef: TreeDef, inner_treedef: TreeDef | None, pytree_to_transpose: PyTree) -> PyTree:
+    """Turn a tree of structure ``outer(inner)`` into one of structure ``inner(outer)``.
+
+    >>> outer, inner = tree_structure([0, 0]), tree_structure({'a': 0, 'b': 0})
+    >>> tree_transpose(outer, inner, [{'a': 1, 'b': 2}, {'a': 3, 'b': 4}])
+    {'a': [1, 3], 'b': [2, 4]}
+
+    Args:
+        outer_treedef: The structure of the outer levels of ``pytree_to_transpose``.
+        inner_treedef: The structure under each outer leaf; ``None`` takes it from the
+            first outer leaf's subtree.
+        pytree_to_transpose: The tree.
+
+    Raises:
+        StructureMismatchError: If the tree is not ``outer`` composed with ``inner``; the
+            message names the key path (jax only compares leaf counts).
+    """
+    if inner_treedef is None:
+        first = outer_treedef._walk(pytree_to_transpose, "pytree_to_transpose")
+        inner_treedef = flatten(first[0] if first else None)[1]
+    composed = outer_treedef.compose(inner_treedef)
+    flat = composed._walk(pytree_to_transpose, "pytree_to_transpose", strict=True)
+    width = inner_treedef.num_leaves
+    rows = [flat[k : k + width] for k in range(0, len(flat), width)]
+    if rows:
+        columns = [outer_treedef._build(list(column)) for column in zip(*rows)]
+    else:
+        columns = [outer_treedef._build([]) for _ in range(width)]
+    return inner_treedef._build(columns)
+
+
+def tree_broadcast(prefix_tree: PyTree, full_tree: PyTree, is_leaf: IsLeaf | None = None) -> PyTree:
+    """Repeat each leaf of ``prefix_tree`` over the matching subtree of ``full_tree``.
+
+    >>> tree_broadcast([1, 2], [(0, 0), {'a': 0}])
+    [(1, 1), {'a': 2}]
+
+    Args:
+        prefix_tree: A tree whose structure is a prefix of ``full_tree``'s.
+        full_tree: The tree whose structure the result has.
+        is_leaf: Applies to ``prefix_tree``.
+
+    Raises:
+        StructureMismatchError: If ``full_tree`` does not extend ``prefix_tree``; labelled
+            ``full_tree``.
+    """
+    values, prefix = flatten(prefix_tree, is_leaf)[:2]
+    full = flatten(full_tree)[1]
+    subtrees = prefix._walk(full_tree, "full_tree")
+    out: list[Any] = []
+    for value, subtree in zip(values, subtrees):
+        out.extend([value] * flatten(subtree)[1].num_leaves)
+    return full._build(out)
+
+
+def treedef_children(treedef: TreeDef) -> list[TreeDef]:
+    """The treedefs of the root's children.
+
+    >>> treedef_children(tree_structure([(1, 2), 3]))
+    [PyTreeDef((*, *)), PyTreeDef(*)]
+    """
+    return treedef.children()
+
+
+def treedef_is_leaf(treedef: TreeDef) -> bool:
+    """Whether ``treedef`` has a single node (a leaf, or a node with no children like ``None``).
+
+    >>> treedef_is_leaf(tree_structure(1)), treedef_is_leaf(tree_structure(None))
+    (True, True)
+    """
+    return treedef.num_nodes == 1
+
+
+def treedef_is_strict_leaf(treedef: TreeDef) -> bool:
+    """Whether ``treedef`` is a single leaf (``None`` and ``()`` are not).
+
+    >>> treedef_is_strict_leaf(tree_structure(1)), treedef_is_strict_leaf(tree_structure(None))
+    (True, False)
+    """
+    return treedef.num_nodes == 1 and treedef.num_leaves == 1
+
+
+def treedef_tuple(treedefs: Iterable[TreeDef]) -> TreeDef:
+    """A tuple node whose children have the given structures.
+
+    >>> treedef_tuple([tree_structure([1, 2]), tree_structure({'a': 3})])
+    PyTreeDef(([*, *], {'a': *}))
+    """
+    return tuple_of(treedefs)

@@ -1,0 +1,553 @@
+"""The node-type registry: one ``NodeType`` entry per container type, built-ins included."""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import dataclasses
+import threading
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, KeyEntry, SequenceKey
+
+__all__ = [
+    "NodeType",
+    "flatten_one_level",
+    "flatten_one_level_with_keys",
+    "is_tree_node",
+    "lookup",
+    "register_dataclass",
+    "register_pytree_node",
+    "register_pytree_node_class",
+    "register_pytree_with_keys",
+    "register_pytree_with_keys_class",
+    "register_static",
+    "static",
+]
+
+C = TypeVar("C", bound=type)
+
+# flatten(node, with_path) -> (children, node data, key entries or None)
+FlattenFn = Callable[[Any, bool], "tuple[Sequence[Any], Hashable, Sequence[Any] | None]"]
+UnflattenFn = Callable[[Any, list[Any]], Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class NodeType:
+    """How one container type flattens and unflattens; the walkers' only per-type hook.
+
+    ``flatten(node, with_path)`` returns ``(children, node_data, keys)``, with ``keys``
+    ``None`` unless ``with_path``. ``unflatten(node_data, children)`` rebuilds the node.
+    ``kind`` selects the repr and the wording of error messages.
+    """
+
+    type: builtins.type
+    flatten: FlattenFn
+    unflatten: UnflattenFn
+    kind: str = "custom"
+
+    def __repr__(self) -> str:
+        return f"NodeType({self.type.__qualname__})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_by_key, (self.type,))
+
+    def node_class(self, node_data: Any) -> builtins.type:
+        """The class of the nodes this entry builds (the namedtuple class for namedtuples)."""
+        return node_data if self.kind == "namedtuple" else self.type
+
+
+def dict_keys(ntype: NodeType, node_data: Any) -> Sequence[Any]:
+    """The keys, in leaf order, of a dict-like node's node data."""
+    if ntype.kind == "defaultdict":
+        return node_data[1]  # type: ignore[no-any-return]
+    return node_data  # type: ignore[no-any-return]
+
+
+# The registry: exact type -> NodeType. Reads are lock-free dict lookups; writes hold _LOCK.
+_REGISTRY: dict[type, NodeType] = {}
+_LOCK = threading.Lock()
+# Called with each NodeType registered after import (the JAX bridge listens here).
+_LISTENERS: list[Callable[[NodeType], None]] = []
+
+
+class _NamedTuple:
+    """Registry key of the one entry shared by all namedtuple classes."""
+
+
+def _by_key(key: type) -> NodeType:
+    if key is _NamedTuple:
+        return NAMEDTUPLE
+    try:
+        return _REGISTRY[key]
+    except KeyError:
+        raise ValueError(f"cannot unpickle a treedef: {key.__qualname__} is not registered") from None
+
+
+def lookup(cls: type) -> NodeType | None:
+    """The entry for ``cls``: exact type, then the namedtuple fallback; ``None`` for a leaf."""
+    ntype = _REGISTRY.get(cls)
+    if ntype is None and issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        return NAMEDTUPLE
+    return ntype
+
+
+def _add(ntype: NodeType) -> None:
+    with _LOCK:
+        if ntype.type in _REGISTRY:
+            name = f"{ntype.type.__module__}.{ntype.type.__qualname__}"
+            raise ValueError(f"{name} is already registered as a pytree node")
+        _REGISTRY[ntype.type] = ntype
+    for listener in list(_LISTENERS):
+        listener(ntype)
+
+
+def _remove(cls: type) -> None:
+    """Forget ``cls`` (tests' fixtures use it; JAX's registry, if mirrored, keeps it)."""
+    with _LOCK:
+        del _REGISTRY[cls]
+
+
+# -- key entries, shared so that flattening with paths allocates no keys ----------------------
+_SEQ_KEYS: list[SequenceKey] = [SequenceKey(i) for i in range(256)]
+
+
+def sequence_keys(n: int) -> list[SequenceKey]:
+    """``[SequenceKey(0), ..., SequenceKey(n - 1)]`` from a shared cache."""
+    if n > len(_SEQ_KEYS):
+        _SEQ_KEYS.extend(SequenceKey(i) for i in range(len(_SEQ_KEYS), n))
+    return _SEQ_KEYS[:n]
+
+
+def _flat_keys(n: int) -> list[FlattenedIndexKey]:
+    return [FlattenedIndexKey(i) for i in range(n)]
+
+
+# -- dict key order -----------------------------------------------------------------------------
+class _Keys(tuple):  # type: ignore[type-arg]
+    """Sorted dict keys (compared and hashed as a tuple) that remember insertion order."""
+
+    original: tuple[Any, ...]
+
+
+def sort_keys(keys: Iterable[Any]) -> list[Any]:
+    """Leaf order of dict keys: sorted; keys that do not compare, grouped by type.
+
+    Keys are sorted as ``sorted`` does. If they cannot be compared (``{1: .., 'a': ..}``), they
+    are grouped by the type's module and qualified name, groups in that order, and each group
+    is sorted if its keys compare and left in insertion order if not.
+
+    >>> sort_keys(['b', 'a']), sort_keys(['a', 2, 1, (0,)])
+    (['a', 'b'], [1, 2, 'a', (0,)])
+    """
+    keys = list(keys)
+    try:
+        return sorted(keys)
+    except TypeError:
+        groups: dict[tuple[str, str], list[Any]] = {}
+        for key in keys:
+            groups.setdefault((type(key).__module__, type(key).__qualname__), []).append(key)
+        out: list[Any] = []
+        for name in sorted(groups):
+            group = groups[name]
+            try:
+                group = sorted(group)
+            except TypeError:
+                pass
+            out.extend(group)
+        return out
+
+
+def _dict_order(d: dict[Any, Any]) -> tuple[Any, ...]:
+    keys = tuple(d)
+    ordered = sort_keys(keys)
+    if list(keys) == ordered:
+        return keys
+    out = _Keys(ordered)
+    out.original = keys
+    return out
+
+
+def insertion_order(keys: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The insertion order remembered with sorted dict keys."""
+    return getattr(keys, "original", keys)
+
+
+# -- built-in entries ---------------------------------------------------------------------------
+def _flatten_list(node: Any, with_path: bool) -> tuple[Any, None, Any]:
+    return node, None, sequence_keys(len(node)) if with_path else None
+
+
+def _flatten_dict(node: dict[Any, Any], with_path: bool) -> tuple[list[Any], tuple[Any, ...], Any]:
+    keys = _dict_order(node)
+    return [node[k] for k in keys], keys, [DictKey(k) for k in keys] if with_path else None
+
+
+def _unflatten_dict(keys: tuple[Any, ...], children: list[Any]) -> dict[Any, Any]:
+    out = dict(zip(keys, children))
+    original = getattr(keys, "original", None)
+    return out if original is None else {k: out[k] for k in original}
+
+
+def _flatten_namedtuple(node: Any, with_path: bool) -> tuple[Any, type, Any]:
+    cls = type(node)
+    return node, cls, [GetAttrKey(f) for f in cls._fields] if with_path else None
+
+
+def _flatten_ordereddict(node: Any, with_path: bool) -> tuple[list[Any], tuple[Any, ...], Any]:
+    keys = tuple(node)
+    return [node[k] for k in keys], keys, [DictKey(k) for k in keys] if with_path else None
+
+
+def _flatten_defaultdict(node: Any, with_path: bool) -> tuple[list[Any], Any, Any]:
+    keys = _dict_order(node)
+    return [node[k] for k in keys], (node.default_factory, keys), [DictKey(k) for k in keys] if with_path else None
+
+
+def _flatten_none(node: None, with_path: bool) -> tuple[tuple[()], None, Any]:
+    return (), None, () if with_path else None
+
+
+LIST = NodeType(list, _flatten_list, lambda _, c: c, "list")
+TUPLE = NodeType(tuple, _flatten_list, lambda _, c: tuple(c), "tuple")
+DICT = NodeType(dict, _flatten_dict, _unflatten_dict, "dict")
+NAMEDTUPLE = NodeType(_NamedTuple, _flatten_namedtuple, lambda cls, c: cls(*c), "namedtuple")
+ORDEREDDICT = NodeType(
+    collections.OrderedDict,
+    _flatten_ordereddict,
+    lambda keys, c: collections.OrderedDict(zip(keys, c)),
+    "ordereddict",
+)
+DEFAULTDICT = NodeType(
+    collections.defaultdict,
+    _flatten_defaultdict,
+    lambda data, c: collections.defaultdict(data[0], _unflatten_dict(data[1], c)),
+    "defaultdict",
+)
+NONE = NodeType(type(None), _flatten_none, lambda _, c: None, "none")
+for _ntype in (LIST, TUPLE, DICT, ORDEREDDICT, DEFAULTDICT, NONE):
+    _REGISTRY[_ntype.type] = _ntype
+
+
+# -- user registrations -------------------------------------------------------------------------
+def _pair(cls: type, what: str, out: Any) -> tuple[Any, Any]:
+    if type(out) is not tuple or len(out) != 2:
+        raise TypeError(
+            f"the {what} function registered for {cls.__qualname__} returned {type(out).__name__} {out!r:.60}; "
+            "expected a (children, node data) pair"
+        )
+    return out
+
+
+def _children(cls: type, what: str, children: Any) -> list[Any]:
+    try:
+        return list(children)
+    except TypeError:
+        raise TypeError(
+            f"the {what} function registered for {cls.__qualname__} returned children of type "
+            f"{type(children).__name__}; expected an iterable"
+        ) from None
+
+
+def _unzip_keyed(cls: type, pairs: Any) -> tuple[list[Any], list[Any]]:
+    keys, children = [], []
+    for item in _children(cls, "flatten_with_keys", pairs):
+        if type(item) is not tuple or len(item) != 2:
+            raise TypeError(
+                f"the flatten_with_keys function registered for {cls.__qualname__} returned "
+                f"{item!r:.60} among its children; expected (key entry, child) pairs"
+            )
+        keys.append(item[0])
+        children.append(item[1])
+    return keys, children
+
+
+def _make_flatten(
+    cls: type,
+    flatten: Callable[[Any], tuple[Any, Any]] | None,
+    flatten_with_keys: Callable[[Any], tuple[Any, Any]] | None,
+) -> FlattenFn:
+    def flatten_node(node: Any, with_path: bool) -> tuple[list[Any], Any, list[Any] | None]:
+        if flatten is None or (with_path and flatten_with_keys is not None):
+            assert flatten_with_keys is not None
+            pairs, data = _pair(cls, "flatten_with_keys", flatten_with_keys(node))
+            keys, children = _unzip_keyed(cls, pairs)
+            return children, data, keys if with_path else None
+        children_it, data = _pair(cls, "flatten", flatten(node))
+        children = _children(cls, "flatten", children_it)
+        return children, data, _flat_keys(len(children)) if with_path else None
+
+    return flatten_node
+
+
+def register_pytree_node(
+    nodetype: type[Any],
+    flatten_func: Callable[[Any], tuple[Iterable[Any], Hashable]],
+    unflatten_func: Callable[[Any, Iterable[Any]], Any],
+    flatten_with_keys_func: Callable[[Any], tuple[Iterable[tuple[KeyEntry, Any]], Hashable]] | None = None,
+) -> None:
+    """Register ``nodetype`` as a container with children and node data (jax's signature).
+
+    >>> class Pair:
+    ...     def __init__(self, a, b): self.a, self.b = a, b
+    >>> register_pytree_node(Pair, lambda p: ((p.a, p.b), None), lambda _, c: Pair(*c))
+    >>> from treekit import tree_leaves_with_path
+    >>> tree_leaves_with_path(Pair(1, [2]))
+    [((FlattenedIndexKey(key=0),), 1), ((FlattenedIndexKey(key=1), SequenceKey(idx=0)), 2)]
+    >>> _remove(Pair)
+
+    Args:
+        nodetype: The class; matched exactly (subclasses are leaves unless registered too).
+        flatten_func: ``node -> (children, node_data)``; ``node_data`` must be hashable and
+            comparable, it becomes part of the treedef.
+        unflatten_func: ``(node_data, children) -> node``.
+        flatten_with_keys_func: ``node -> ((key entry, child) pairs, node_data)``; without it
+            the children's key entries are :class:`FlattenedIndexKey`.
+
+    Raises:
+        ValueError: If ``nodetype`` is already registered.
+    """
+    _add(NodeType(nodetype, _make_flatten(nodetype, flatten_func, flatten_with_keys_func), unflatten_func))
+
+
+def register_pytree_with_keys(
+    nodetype: type[Any],
+    flatten_with_keys: Callable[[Any], tuple[Iterable[tuple[KeyEntry, Any]], Hashable]],
+    unflatten_func: Callable[[Any, Iterable[Any]], Any],
+    flatten_func: Callable[[Any], tuple[Iterable[Any], Hashable]] | None = None,
+) -> None:
+    """Register ``nodetype`` with a flatten function that names each child (jax's signature).
+
+    >>> class Point:
+    ...     def __init__(self, x, y): self.x, self.y = x, y
+    >>> register_pytree_with_keys(
+    ...     Point,
+    ...     lambda p: (((GetAttrKey('x'), p.x), (GetAttrKey('y'), p.y)), None),
+    ...     lambda _, c: Point(*c))
+    >>> from treekit import keystr, tree_leaves_with_path
+    >>> [(keystr(path), leaf) for path, leaf in tree_leaves_with_path([Point(1, 2)])]
+    [('[0].x', 1), ('[0].y', 2)]
+    >>> _remove(Point)
+
+    Args:
+        nodetype: The class; matched exactly.
+        flatten_with_keys: ``node -> ((key entry, child) pairs, node_data)``.
+        unflatten_func: ``(node_data, children) -> node``.
+        flatten_func: ``node -> (children, node_data)``, a faster equivalent used when no
+            key paths are asked for; without it ``flatten_with_keys`` serves both.
+
+    Raises:
+        ValueError: If ``nodetype`` is already registered.
+    """
+    _add(NodeType(nodetype, _make_flatten(nodetype, flatten_func, flatten_with_keys), unflatten_func))
+
+
+def register_pytree_node_class(cls: C) -> C:
+    """Class decorator: register ``cls`` with its ``tree_flatten`` / ``tree_unflatten`` methods.
+
+    >>> @register_pytree_node_class
+    ... class Box:
+    ...     def __init__(self, v): self.v = v
+    ...     def tree_flatten(self): return (self.v,), None
+    ...     @classmethod
+    ...     def tree_unflatten(cls, data, children): return cls(*children)
+    >>> from treekit import tree_leaves
+    >>> tree_leaves([Box(1), Box((2, 3))])
+    [1, 2, 3]
+    >>> _remove(Box)
+
+    Raises:
+        ValueError: If ``cls`` is already registered.
+    """
+    register_pytree_node(cls, lambda x: x.tree_flatten(), cls.tree_unflatten)  # type: ignore[attr-defined]
+    return cls
+
+
+def register_pytree_with_keys_class(cls: C) -> C:
+    """Class decorator: register ``cls`` with ``tree_flatten_with_keys`` / ``tree_unflatten``.
+
+    A ``tree_flatten`` method, if the class has one, serves flattening without paths.
+
+    >>> @register_pytree_with_keys_class
+    ... class Box:
+    ...     def __init__(self, v): self.v = v
+    ...     def tree_flatten_with_keys(self): return ((GetAttrKey('v'), self.v),), None
+    ...     @classmethod
+    ...     def tree_unflatten(cls, data, children): return cls(*children)
+    >>> from treekit import keystr, tree_leaves_with_path
+    >>> [keystr(path) for path, _ in tree_leaves_with_path({'box': Box(1)})]
+    ["['box'].v"]
+    >>> _remove(Box)
+
+    Raises:
+        ValueError: If ``cls`` is already registered.
+    """
+    flatten = getattr(cls, "tree_flatten", None)
+    register_pytree_with_keys(
+        cls,
+        lambda x: x.tree_flatten_with_keys(),
+        cls.tree_unflatten,  # type: ignore[attr-defined]
+        (lambda x: x.tree_flatten()) if flatten is not None else None,
+    )
+    return cls
+
+
+def register_dataclass(
+    nodetype: C,
+    data_fields: Sequence[str] | None = None,
+    meta_fields: Sequence[str] | None = None,
+    drop_fields: Sequence[str] = (),
+) -> C:
+    """Register a dataclass: data fields are children, meta fields go to the treedef (jax's rules).
+
+    Without ``data_fields`` / ``meta_fields``, fields marked ``static`` (``field(metadata=
+    {'static': True})`` or :func:`static`) are meta fields and the others data fields.
+
+    >>> import dataclasses
+    >>> @register_dataclass
+    ... @dataclasses.dataclass
+    ... class Layer:
+    ...     w: float
+    ...     b: float
+    ...     act: str = static(default='relu')
+    >>> from treekit import tree_flatten_with_path, keystr
+    >>> pairs, treedef = tree_flatten_with_path(Layer(1.0, 0.0))
+    >>> [(keystr(p), v) for p, v in pairs], treedef
+    ([('.w', 1.0), ('.b', 0.0)], PyTreeDef(CustomNode(Layer[('relu',)], [*, *])))
+    >>> _remove(Layer)
+
+    Args:
+        nodetype: The class, returned unchanged (so this works as a decorator).
+        data_fields: Attribute names whose values are children (key entries :class:`GetAttrKey`).
+        meta_fields: Attribute names whose values are node data; they must be hashable.
+        drop_fields: Dataclass ``init`` fields that are neither (rebuilt by their defaults).
+
+    Raises:
+        TypeError: If only one of ``data_fields`` / ``meta_fields`` is given, or neither for a
+            class that is not a dataclass.
+        ValueError: If the fields do not cover the dataclass's ``init`` fields exactly, overlap,
+            or the class is already registered.
+    """
+    if data_fields is None or meta_fields is None:
+        if (data_fields is None) != (meta_fields is None):
+            raise TypeError(
+                "register_dataclass: pass both data_fields and meta_fields, or neither; "
+                f"got data_fields={data_fields!r}, meta_fields={meta_fields!r}"
+            )
+        if not dataclasses.is_dataclass(nodetype):
+            raise TypeError(
+                f"register_dataclass: {nodetype.__qualname__} is not a dataclass; "
+                "pass data_fields and meta_fields"
+            )
+        fields = dataclasses.fields(nodetype)
+        data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
+        meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
+    data = tuple(data_fields)
+    meta = tuple(meta_fields)
+    if dataclasses.is_dataclass(nodetype):
+        init = {f.name for f in dataclasses.fields(nodetype) if f.init} - set(drop_fields)
+        if set(data) | set(meta) != init:
+            missing = sorted(init - set(data) - set(meta))
+            extra = sorted((set(data) | set(meta)) - init)
+            raise ValueError(
+                f"register_dataclass: {nodetype.__qualname__}: data_fields and meta_fields must list "
+                f"every init field exactly once (missing {missing}; not init fields {extra}; "
+                "put fields to leave out in drop_fields)"
+            )
+    if overlap := sorted(set(data) & set(meta)):
+        raise ValueError(f"register_dataclass: {nodetype.__qualname__}: fields {overlap} are both data and meta")
+    keys = [GetAttrKey(name) for name in data]
+
+    def flatten(node: Any, with_path: bool) -> tuple[list[Any], tuple[Any, ...], list[Any] | None]:
+        return (
+            [getattr(node, name) for name in data],
+            tuple(getattr(node, name) for name in meta),
+            keys if with_path else None,
+        )
+
+    def unflatten(meta_values: tuple[Any, ...], children: list[Any]) -> Any:
+        return nodetype(**dict(zip(meta, meta_values)), **dict(zip(data, children)))
+
+    _add(NodeType(nodetype, flatten, unflatten, "dataclass"))
+    return nodetype
+
+
+def static(**kwargs: Any) -> Any:
+    """A ``dataclasses.field`` marked static: a meta field for :func:`register_dataclass`.
+
+    >>> import dataclasses
+    >>> dataclasses.field(metadata={'static': True}, default=1).metadata == static(default=1).metadata
+    True
+    """
+    metadata = dict(kwargs.pop("metadata", None) or {})
+    metadata["static"] = True
+    return dataclasses.field(metadata=metadata, **kwargs)
+
+
+def register_static(cls: C) -> C:
+    """Register ``cls`` as a node with no children whose instances are node data.
+
+    Instances must be hashable; two trees holding equal instances have equal treedefs.
+
+    >>> @register_static
+    ... class Tag(str): pass
+    >>> from treekit import tree_flatten
+    >>> tree_flatten([1, Tag('relu')])
+    ([1], PyTreeDef([*, CustomNode(Tag[relu], [])]))
+    >>> _remove(Tag)
+
+    Raises:
+        ValueError: If ``cls`` is already registered.
+    """
+
+    def flatten(node: Any, with_path: bool) -> tuple[tuple[()], Any, Any]:
+        return (), node, () if with_path else None
+
+    _add(NodeType(cls, flatten, lambda node, _: node, "static"))
+    return cls
+
+
+def is_tree_node(typ: type) -> bool:
+    """Whether instances of ``typ`` are nodes (built-in, namedtuple or registered), not leaves.
+
+    >>> is_tree_node(dict), is_tree_node(type(None)), is_tree_node(int)
+    (True, True, False)
+    """
+    return lookup(typ) is not None
+
+
+def _one_level(tree: Any, with_path: bool) -> tuple[NodeType, Any, Any, Any]:
+    ntype = lookup(type(tree))
+    if ntype is None:
+        raise ValueError(f"can't tree-flatten type: {type(tree)}")
+    children, data, keys = ntype.flatten(tree, with_path)
+    return ntype, children, data, keys
+
+
+def flatten_one_level(tree: Any) -> tuple[Iterable[Any], Hashable]:
+    """Children and node data of one node, as jax's ``flatten_one_level``.
+
+    >>> flatten_one_level({'b': [1, 2], 'a': 3})
+    ((3, [1, 2]), ('a', 'b'))
+
+    Raises:
+        ValueError: If ``tree`` is a leaf.
+    """
+    ntype, children, data, _ = _one_level(tree, False)
+    if ntype.kind in ("dict", "ordereddict", "defaultdict"):
+        children = tuple(children)
+    return children, data
+
+
+def flatten_one_level_with_keys(tree: Any) -> tuple[Iterable[tuple[KeyEntry, Any]], Hashable]:
+    """``(key entry, child)`` pairs and node data of one node, as jax's function of that name.
+
+    >>> flatten_one_level_with_keys([1, 2])
+    (((SequenceKey(idx=0), 1), (SequenceKey(idx=1), 2)), None)
+
+    Raises:
+        ValueError: If ``tree`` is a leaf.
+    """
+    _, children, data, keys = _one_level(tree, True)
+    return tuple(zip(keys, children)), data

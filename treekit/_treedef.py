@@ -1,0 +1,367 @@
+"""TreeDef: a tree's structure as flat post-order node records; unflatten and the guided walk."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from treekit._errors import StructureMismatchError, type_names
+from treekit._keys import KeyPath
+from treekit._registry import NONE, TUPLE, NodeType, dict_keys, lookup
+
+__all__ = ["LEAF", "Node", "TreeDef", "describe", "mismatch"]
+
+# One node of a TreeDef, in post-order: (ntype, node data, arity, num_leaves, num_nodes).
+# A leaf is (None, None, 0, 1, 1).
+Node = tuple[Any, Any, int, int, int]
+LEAF: Node = (None, None, 0, 1, 1)
+_DICTS = ("dict", "ordereddict", "defaultdict")
+
+
+def describe(ntype: NodeType | None, node_data: Any, arity: int, name: str | None = None) -> str:
+    """Say what a node is in a message: ``list of length 2``, ``dict with keys ['a']``."""
+    if ntype is None:
+        return "a leaf"
+    name = name or getattr(ntype.node_class(node_data), "__name__", "?")
+    kind = ntype.kind
+    if kind == "none":
+        return "None"
+    if kind in _DICTS:
+        return f"{name} with keys {list(dict_keys(ntype, node_data))!r}"
+    if kind in ("list", "tuple"):
+        return f"{name} of length {arity}"
+    if kind == "namedtuple":
+        return f"namedtuple {name}"
+    if kind == "static":
+        return f"{name} {node_data!r:.80}"
+    if kind == "dataclass" and not node_data:
+        return str(name)
+    return f"{name} with {arity} children and node data {node_data!r:.80}"
+
+
+def _describe_value(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 40:
+        return f"leaf of type {type(value).__name__}"
+    return f"leaf {text}"
+
+
+def mismatch(label: str, path: KeyPath, expected: Node, got: Any, got_node: Node | None) -> StructureMismatchError:
+    """The error for a tree whose node at ``path`` is ``got`` where ``expected`` was wanted.
+
+    ``got_node`` is ``got``'s own record (``None`` when ``got`` is a leaf). The one place
+    that words structural mismatches; every entry point's errors come from here.
+    """
+    ntype, data, arity = expected[0], expected[1], expected[2]
+    hint = None
+    if got_node is None:
+        got_text = _describe_value(got)
+        if ntype is NONE:
+            hint = "None is a node with no children, not a leaf: to treat it as a leaf pass is_leaf=lambda x: x is None"
+        return StructureMismatchError(label, path, describe(ntype, data, arity), got_text, None, hint)
+    gtype, gdata, garity = got_node[0], got_node[1], got_node[2]
+    expected_name = got_name = None
+    if ntype is not None:
+        expected_name, got_name = type_names(ntype.node_class(data), gtype.node_class(gdata))
+    detail = None
+    if ntype is not None and ntype.kind in _DICTS and gtype is ntype:
+        want, have = list(dict_keys(ntype, data)), list(dict_keys(gtype, gdata))
+        missing = [k for k in want if k not in have]
+        extra = [k for k in have if k not in want]
+        parts = [f"missing {', '.join(map(repr, missing))}"] if missing else []
+        parts += [f"extra {', '.join(map(repr, extra))}"] if extra else []
+        if not parts and ntype.kind == "ordereddict":
+            parts = ["same keys in another order"]
+        if ntype.kind == "defaultdict" and data[0] != gdata[0]:
+            parts.append(f"default_factory {data[0]!r} vs {gdata[0]!r}")
+        detail = "; ".join(parts) or None
+        return StructureMismatchError(
+            label, path, describe(ntype, data, arity, expected_name), f"keys {have!r}", detail
+        )
+    if ntype is None:
+        hint = None
+    elif ntype is NONE:
+        hint = "None is a node with no children, not a leaf: to treat it as a leaf pass is_leaf=lambda x: x is None"
+    return StructureMismatchError(
+        label,
+        path,
+        describe(ntype, data, arity, expected_name),
+        describe(gtype, gdata, garity, got_name),
+        detail,
+        hint,
+    )
+
+
+class TreeDef:
+    """The structure of a tree: its nodes, without its leaves. Also exported as ``PyTreeDef``.
+
+    Immutable, hashable and picklable; equal when the trees have the same node types, node
+    data (dict keys, namedtuple classes, registered node data) and shapes.
+
+    >>> from treekit import tree_structure
+    >>> treedef = tree_structure([1, {'a': 2, 'b': (3, 4)}])
+    >>> treedef
+    PyTreeDef([*, {'a': *, 'b': (*, *)}])
+    >>> treedef.num_leaves, treedef.num_nodes
+    (4, 7)
+    >>> treedef.unflatten('wxyz')
+    ['w', {'a': 'x', 'b': ('y', 'z')}]
+    """
+
+    __slots__ = ("_hash", "_nodes")
+
+    def __init__(self, nodes: tuple[Node, ...]) -> None:
+        self._nodes = nodes
+        self._hash: int | None = None
+
+    @property
+    def num_leaves(self) -> int:
+        """The number of leaves."""
+        return self._nodes[-1][3]
+
+    @property
+    def num_nodes(self) -> int:
+        """The number of nodes, leaves included."""
+        return len(self._nodes)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is TreeDef and (self is other or self._nodes == other._nodes)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(self._nodes)
+        return self._hash
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TreeDef, (self._nodes,))
+
+    def __repr__(self) -> str:
+        return f"PyTreeDef({_render(self._nodes)})"
+
+    # -- building trees -----------------------------------------------------------------------
+    def unflatten(self, leaves: Iterable[Any]) -> Any:
+        """Build a tree of this structure from ``leaves`` (dicts in their original key order).
+
+        >>> from treekit import tree_structure
+        >>> tree_structure({'b': 0, 'a': 0}).unflatten([1, 2])
+        {'b': 2, 'a': 1}
+
+        Raises:
+            ValueError: If ``leaves`` does not hold exactly ``num_leaves`` items.
+        """
+        leaves = leaves if type(leaves) is list else list(leaves)
+        if len(leaves) != self._nodes[-1][3]:
+            raise ValueError(
+                f"leaves: expected {self._nodes[-1][3]} leaves, got {len(leaves)} (for {_short(self)})"
+            )
+        return self._build(leaves)
+
+    def _build(self, leaves: list[Any]) -> Any:
+        stack: list[Any] = []
+        push = stack.append
+        it = iter(leaves)
+        for ntype, data, arity, _, _ in self._nodes:
+            if ntype is None:
+                push(next(it))
+            elif arity:
+                children = stack[-arity:]
+                del stack[-arity:]
+                push(_unflatten(ntype, data, children))
+            else:
+                push(_unflatten(ntype, data, []))
+        return stack[0]
+
+    # -- the guided walk ------------------------------------------------------------------------
+    def flatten_up_to(self, tree: Any) -> list[Any]:
+        """The subtrees of ``tree`` at this treedef's leaves; ``tree`` must extend this structure.
+
+        >>> from treekit import tree_structure
+        >>> tree_structure([0, {'a': 0}]).flatten_up_to([(1, 2), {'a': [3]}])
+        [(1, 2), [3]]
+
+        Raises:
+            StructureMismatchError: If ``tree`` differs from this structure above its leaves;
+                the message names the first differing key path.
+        """
+        return self._walk(tree, "tree")
+
+    def _walk(
+        self,
+        tree: Any,
+        label: str,
+        strict: bool = False,
+        is_leaf: Callable[[Any], bool] | None = None,
+        paths: list[KeyPath] | None = None,
+    ) -> list[Any]:
+        """The one guided walker: match ``tree`` against the nodes, root first.
+
+        ``strict`` also requires a leaf wherever this treedef has one (``is_leaf`` decides what
+        counts as a leaf there). A mismatch found without ``paths`` is found again with
+        them, so that the error names its key path; the happy path tracks no keys.
+        """
+        out: list[Any] = []
+        got_node: Node | None
+        stack = [tree]
+        # With paths, each subtree's key path as a linked list (parent link, key entry), so
+        # that deep trees cost no copying; _unlink makes the tuple when one is needed.
+        pstack: list[Any] = [None]
+        link = None
+        for record in reversed(self._nodes):
+            sub = stack.pop()
+            if paths is not None:
+                link = pstack.pop()
+            ntype = record[0]
+            if is_leaf is not None and is_leaf(sub):
+                got = None
+            else:
+                got = lookup(type(sub))
+            if ntype is None:
+                if strict and got is not None:
+                    children, data, _ = got.flatten(sub, False)
+                    got_node = (got, data, len(children), 0, 0)
+                    if paths is None:
+                        return self._walk(tree, label, strict, is_leaf, [])
+                    raise mismatch(label, _unlink(link), record, sub, got_node)
+                out.append(sub)
+                if paths is not None:
+                    paths.append(_unlink(link))
+                continue
+            if got is not ntype:
+                if paths is None:
+                    return self._walk(tree, label, strict, is_leaf, [])
+                got_node = None
+                if got is not None:
+                    children, data, _ = got.flatten(sub, False)
+                    got_node = (got, data, len(children), 0, 0)
+                raise mismatch(label, _unlink(link), record, sub, got_node)
+            assert ntype is not None
+            children, data, keys = ntype.flatten(sub, paths is not None)
+            if len(children) != record[2] or data != record[1]:
+                if paths is None:
+                    return self._walk(tree, label, strict, is_leaf, [])
+                raise mismatch(label, _unlink(link), record, sub, (ntype, data, len(children), 0, 0))
+            stack.extend(children)
+            if paths is not None:
+                assert keys is not None
+                pstack.extend([(link, key) for key in keys])
+        out.reverse()
+        if paths is not None:
+            paths.reverse()
+        return out
+
+    # -- structure queries ----------------------------------------------------------------------
+    def children(self) -> list[TreeDef]:
+        """The treedefs of the root's children (``[]`` for a leaf).
+
+        >>> from treekit import tree_structure
+        >>> tree_structure([(1, 2), 3]).children()
+        [PyTreeDef((*, *)), PyTreeDef(*)]
+        """
+        nodes = self._nodes
+        out: list[TreeDef] = []
+        end = len(nodes) - 1
+        for _ in range(nodes[-1][2]):
+            start = end - nodes[end - 1][4]
+            out.append(TreeDef(nodes[start:end]))
+            end = start
+        out.reverse()
+        return out
+
+    def node_data(self) -> tuple[type, Any] | None:
+        """``(type, node data)`` of the root, as jax gives it; ``None`` for a leaf.
+
+        >>> from treekit import tree_structure
+        >>> tree_structure({'b': 1, 'a': 2}).node_data()
+        (<class 'dict'>, ['a', 'b'])
+        """
+        ntype, data = self._nodes[-1][0], self._nodes[-1][1]
+        if ntype is None:
+            return None
+        if ntype.kind == "dict":
+            return dict, list(data)
+        if ntype.kind == "namedtuple":
+            return data, None
+        return ntype.type, data
+
+    def compose(self, inner: TreeDef) -> TreeDef:
+        """The structure of this tree with a copy of ``inner`` at each leaf.
+
+        >>> from treekit import tree_structure
+        >>> tree_structure([0, 0]).compose(tree_structure((0, 0)))
+        PyTreeDef([(*, *), (*, *)])
+        """
+        inner_nodes = inner._nodes
+        inner_leaves, extra = inner.num_leaves, inner.num_nodes - 1
+        out: list[Node] = []
+        for ntype, data, arity, num_leaves, num_nodes in self._nodes:
+            if ntype is None:
+                out.extend(inner_nodes)
+            else:
+                out.append((ntype, data, arity, num_leaves * inner_leaves, num_nodes + num_leaves * extra))
+        return TreeDef(tuple(out))
+
+
+def _unlink(link: Any) -> KeyPath:
+    keys = []
+    while link is not None:
+        link, key = link
+        keys.append(key)
+    keys.reverse()
+    return tuple(keys)
+
+
+def _unflatten(ntype: NodeType, data: Any, children: list[Any]) -> Any:
+    try:
+        return ntype.unflatten(data, children)
+    except Exception as exc:
+        if ntype.kind != "custom" and ntype.kind != "dataclass":
+            raise
+        raise TypeError(
+            f"the unflatten function registered for {ntype.type.__qualname__} raised "
+            f"{type(exc).__name__}: {exc} (node data {data!r:.60}, {len(children)} children)"
+        ) from exc
+
+
+def tuple_of(treedefs: Iterable[TreeDef]) -> TreeDef:
+    """A tuple node over ``treedefs`` (``treedef_tuple``)."""
+    nodes: list[Node] = []
+    arity = leaves = 0
+    for treedef in treedefs:
+        nodes.extend(treedef._nodes)
+        arity += 1
+        leaves += treedef.num_leaves
+    nodes.append((TUPLE, None, arity, leaves, len(nodes) + 1))
+    return TreeDef(tuple(nodes))
+
+
+def _short(treedef: TreeDef) -> str:
+    text = repr(treedef)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _render(nodes: tuple[Node, ...]) -> str:
+    stack: list[str] = []
+    for ntype, data, arity, _, _ in nodes:
+        if ntype is None:
+            stack.append("*")
+            continue
+        children = stack[len(stack) - arity :]
+        del stack[len(stack) - arity :]
+        kind = ntype.kind
+        if kind == "list":
+            text = f"[{', '.join(children)}]"
+        elif kind == "tuple":
+            text = f"({children[0]},)" if arity == 1 else f"({', '.join(children)})"
+        elif kind == "dict":
+            text = "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(data, children)) + "}"
+        elif kind == "none":
+            text = "None"
+        elif kind == "namedtuple":
+            text = f"CustomNode(namedtuple[{data.__name__}], [{', '.join(children)}])"
+        else:
+            text = f"CustomNode({ntype.type.__name__}[{data}], [{', '.join(children)}])"
+        stack.append(text)
+    return stack[0]
