@@ -1,0 +1,41 @@
+"""Hypothesis strategies for trees of numpy arrays (param-like trees), shared by the params tests."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import array_shapes, arrays
+
+from treekit import tree_flatten, tree_unflatten
+
+Pair = namedtuple("Pair", "first second")
+
+_skeleton_leaf = st.just(0)
+
+
+def _nodes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return (
+        st.lists(children, min_size=1, max_size=3)
+        | st.dictionaries(st.sampled_from(["w", "b", "layers", "scale"]), children, min_size=1, max_size=3)
+        | st.tuples(children, children)
+        | st.builds(Pair, children, children)
+    )
+
+
+skeletons = st.recursive(_skeleton_leaf, _nodes, max_leaves=6)
+"""Tree structures with at least one leaf (every leaf is ``0``): lists, dicts, tuples, namedtuples."""
+
+
+@st.composite
+def array_trees(draw: st.DrawFn, count: int = 1, dtype: Any = np.float64, min_dims: int = 0) -> list[Any]:
+    """``count`` trees of one random structure whose leaves are arrays of matching shapes."""
+    leaves, treedef = tree_flatten(draw(skeletons))
+    shapes = [draw(array_shapes(min_dims=min_dims, max_dims=2, min_side=1, max_side=3)) for _ in leaves]
+    elements = st.floats(-10, 10, width=np.dtype(dtype).itemsize * 8)
+    return [
+        tree_unflatten(treedef, [draw(arrays(dtype, shape, elements=elements)) for shape in shapes])
+        for _ in range(count)
+    ]

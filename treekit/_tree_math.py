@@ -1,0 +1,255 @@
+"""Arithmetic over trees of arrays (optax.tree_utils' names and argument orders), on any array module.
+
+Every function works leaf by leaf with the operators of the leaves themselves (``x + y``), or
+with the array module the leaves come from (``numpy`` for numpy arrays, ``jax.numpy`` for jax
+arrays and tracers, found through ``__array_namespace__``), so that numpy trees need no jax and
+jax trees work under ``jit`` and ``grad``. Public through :mod:`treekit.params`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import sys
+from types import ModuleType
+from typing import Any
+
+from treekit._ops import tree_leaves, tree_map, tree_reduce
+
+__all__ = [
+    "loaded_jax",
+    "namespace",
+    "tree_add",
+    "tree_add_scale",
+    "tree_axpy",
+    "tree_bytes",
+    "tree_cast",
+    "tree_full_like",
+    "tree_norm",
+    "tree_ones_like",
+    "tree_scale",
+    "tree_size",
+    "tree_sub",
+    "tree_vdot",
+    "tree_zeros_like",
+]
+
+
+def namespace(*arrays: Any) -> ModuleType:
+    """The array module of ``arrays``: the first one that is not numpy's, else numpy.
+
+    Uses the array API's ``__array_namespace__`` (numpy 2 arrays, jax arrays and tracers);
+    Python scalars and objects without it count as numpy. Never imports jax.
+
+    >>> import numpy as np
+    >>> namespace(np.ones(2), 1.0).__name__
+    'numpy'
+    """
+    import numpy as np
+
+    for x in arrays:
+        get = getattr(x, "__array_namespace__", None)
+        if get is not None:
+            xp: ModuleType = get()
+            if xp is not np:
+                return xp
+    return np
+
+
+def loaded_jax() -> ModuleType | None:
+    """The ``jax`` module if something imported it already, else ``None`` (never imports it).
+
+    A jax array or PRNG key exists only once jax is imported, so code that meets one can
+    reach jax this way.
+    """
+    return sys.modules.get("jax")
+
+
+def tree_add(tree_x: Any, tree_y: Any, *other_trees: Any) -> Any:
+    """The leafwise sum of two or more trees of the same structure (optax's signature).
+
+    >>> tree_add({'a': 1, 'b': [2]}, {'a': 10, 'b': [20]}, {'a': 100, 'b': [200]})
+    {'a': 111, 'b': [222]}
+
+    Raises:
+        StructureMismatchError: If the trees differ; the message names the argument
+            (``rest[0]`` is ``tree_y``) and the key path.
+    """
+    if not other_trees:
+        return tree_map(operator.add, tree_x, tree_y)
+    return tree_map(lambda *xs: functools.reduce(operator.add, xs), tree_x, tree_y, *other_trees)
+
+
+def tree_sub(tree_x: Any, tree_y: Any) -> Any:
+    """The leafwise difference ``tree_x - tree_y`` (optax's signature).
+
+    >>> tree_sub([5, (3,)], [1, (1,)])
+    [4, (2,)]
+    """
+    return tree_map(operator.sub, tree_x, tree_y)
+
+
+def tree_scale(scalar: Any, tree: Any) -> Any:
+    """``scalar * tree``, leaf by leaf; the scalar comes first, as in optax.
+
+    >>> tree_scale(2, {'w': 1.5, 'b': 3})
+    {'w': 3.0, 'b': 6}
+    """
+    return tree_map(lambda x: scalar * x, tree)
+
+
+def tree_add_scale(tree_x: Any, scalar: Any, tree_y: Any) -> Any:
+    """``tree_x + scalar * tree_y``, leaf by leaf (optax's ``tree_add_scale``, same order).
+
+    >>> tree_add_scale({'w': 1.0}, 0.5, {'w': 4.0})
+    {'w': 3.0}
+    """
+    return tree_map(lambda x, y: x + scalar * y, tree_x, tree_y)
+
+
+def tree_axpy(scalar: Any, tree_x: Any, tree_y: Any) -> Any:
+    """``scalar * tree_x + tree_y`` in BLAS's argument order.
+
+    The same result as optax's ``tree_add_scale(tree_y, scalar, tree_x)`` (also here as
+    :func:`tree_add_scale`); kept under the BLAS name for code written against ``axpy``.
+
+    >>> tree_axpy(0.5, {'w': 4.0}, {'w': 1.0})
+    {'w': 3.0}
+    """
+    return tree_map(lambda x, y: scalar * x + y, tree_x, tree_y)
+
+
+def tree_vdot(tree_x: Any, tree_y: Any) -> Any:
+    """The inner product of two trees: the sum of ``vdot`` over matching leaves (optax's).
+
+    Complex leaves of ``tree_x`` are conjugated, as ``numpy.vdot`` does. A tree without
+    leaves gives ``0``.
+
+    >>> import numpy as np
+    >>> float(tree_vdot({'a': np.array([1.0, 2.0]), 'b': 3.0}, {'a': np.array([3.0, 4.0]), 'b': 2.0}))
+    17.0
+    """
+    vdots = tree_map(lambda x, y: namespace(x, y).vdot(x, y), tree_x, tree_y)
+    return tree_reduce(operator.add, vdots, 0)
+
+
+def tree_norm(tree: Any, ord: int | float | str | None = None, squared: bool = False) -> Any:
+    """The vector norm of all the leaves' entries taken together (optax's signature).
+
+    >>> import numpy as np
+    >>> tree = {'a': np.array([3.0]), 'b': np.array([[-4.0]])}
+    >>> float(tree_norm(tree)), float(tree_norm(tree, ord=1)), float(tree_norm(tree, ord='inf'))
+    (5.0, 7.0, 4.0)
+    >>> float(tree_norm(tree, squared=True))
+    25.0
+
+    Args:
+        tree: A tree of arrays (or numbers).
+        ord: ``None`` or ``2`` (Euclidean), ``1`` (sum of magnitudes), or ``math.inf`` /
+            ``'inf'`` / ``'infinity'`` (largest magnitude).
+        squared: Return the norm squared.
+
+    Raises:
+        ValueError: If ``ord`` is none of those.
+    """
+    leaves = tree_leaves(tree)
+    xp = namespace(*leaves)
+    if ord is None or ord == 2:
+        sq = functools.reduce(operator.add, [xp.sum(_abs_sq(xp, x)) for x in leaves], 0)
+        return xp.asarray(sq) if squared else xp.sqrt(xp.asarray(sq))
+    out: Any
+    if ord == 1:
+        out = functools.reduce(operator.add, [xp.sum(xp.abs(x)) for x in leaves], 0)
+    elif ord in (math.inf, "inf", "infinity"):
+        maxes = [xp.max(xp.abs(x)) for x in leaves if _size(x)]
+        out = functools.reduce(xp.maximum, maxes, -math.inf)
+    else:
+        raise ValueError(f"ord: expected None, 1, 2, inf, 'inf' or 'infinity', got {ord!r}")
+    out = xp.asarray(out)
+    return out * out if squared else out
+
+
+def _abs_sq(xp: ModuleType, x: Any) -> Any:
+    if xp.iscomplexobj(x):
+        return xp.real(x) ** 2 + xp.imag(x) ** 2
+    return x * x
+
+
+def tree_zeros_like(tree: Any, dtype: Any = None) -> Any:
+    """A tree of zeros shaped like ``tree``'s leaves (optax's signature).
+
+    >>> import numpy as np
+    >>> tree_zeros_like({'w': np.ones((2,), np.float32)})
+    {'w': array([0., 0.], dtype=float32)}
+    """
+    return tree_map(lambda x: namespace(x).zeros_like(x, dtype=dtype), tree)
+
+
+def tree_ones_like(tree: Any, dtype: Any = None) -> Any:
+    """A tree of ones shaped like ``tree``'s leaves (optax's signature).
+
+    >>> import numpy as np
+    >>> tree_ones_like([np.zeros(2)], dtype=np.int32)
+    [array([1, 1], dtype=int32)]
+    """
+    return tree_map(lambda x: namespace(x).ones_like(x, dtype=dtype), tree)
+
+
+def tree_full_like(tree: Any, fill_value: Any, dtype: Any = None) -> Any:
+    """A tree of ``fill_value`` shaped like ``tree``'s leaves (optax's signature).
+
+    >>> import numpy as np
+    >>> tree_full_like({'b': np.zeros(3)}, 7.5)
+    {'b': array([7.5, 7.5, 7.5])}
+    """
+    return tree_map(lambda x: namespace(x).full_like(x, fill_value, dtype=dtype), tree)
+
+
+def tree_cast(tree: Any, dtype: Any) -> Any:
+    """Every leaf as an array of ``dtype``; ``dtype=None`` returns ``tree`` itself (as optax).
+
+    Python numbers become 0-d arrays of the leaf module (numpy for plain numbers).
+
+    >>> import numpy as np
+    >>> tree_cast({'w': np.array([1.5]), 'n': 2}, np.float32)
+    {'w': array([1.5], dtype=float32), 'n': array(2., dtype=float32)}
+    """
+    if dtype is None:
+        return tree
+    return tree_map(lambda x: namespace(x).asarray(x, dtype=dtype), tree)
+
+
+def _size(x: Any) -> int:
+    size = getattr(x, "size", None)
+    if size is None or callable(size):  # a Python number, or torch's size() method
+        size = math.prod(getattr(x, "shape", ()))
+    return int(size)
+
+
+def tree_size(tree: Any) -> int:
+    """The number of scalars in ``tree``: the sum of the leaves' sizes (a number counts 1).
+
+    >>> import numpy as np
+    >>> tree_size({'w': np.zeros((3, 4)), 'b': np.zeros(4), 'scale': 1.0})
+    17
+    """
+    return sum(_size(x) for x in tree_leaves(tree))
+
+
+def tree_bytes(tree: Any) -> int:
+    """The bytes the leaves' data take: the sum of ``nbytes`` (not in optax).
+
+    A leaf without ``nbytes`` (a Python number) counts as the numpy array it would become.
+
+    >>> import numpy as np
+    >>> tree_bytes({'w': np.zeros((3, 4), np.float32), 'b': np.zeros(4, np.float64)})
+    80
+    """
+    import numpy as np
+
+    total = 0
+    for x in tree_leaves(tree):
+        nbytes = getattr(x, "nbytes", None)
+        total += int(np.asarray(x).nbytes if nbytes is None else nbytes)
+    return total
