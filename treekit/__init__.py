@@ -6,7 +6,12 @@ model code keeps rewriting.
 {'w': [2, 4], 'b': 6}
 """
 
+from typing import TYPE_CHECKING, Any
+
 from treekit import tree as tree
+from treekit._at import tree_at as tree_at
+from treekit._at import tree_get as tree_get
+from treekit._at import tree_set as tree_set
 from treekit._errors import StructureMismatchError as StructureMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
 from treekit._keys import DictKey as DictKey
@@ -47,8 +52,46 @@ from treekit._registry import register_pytree_with_keys as register_pytree_with_
 from treekit._registry import register_pytree_with_keys_class as register_pytree_with_keys_class
 from treekit._registry import register_static as register_static
 from treekit._registry import static as static
+from treekit._tree_math import tree_add as tree_add
+from treekit._tree_math import tree_add_scale as tree_add_scale
+from treekit._tree_math import tree_axpy as tree_axpy
+from treekit._tree_math import tree_bytes as tree_bytes
+from treekit._tree_math import tree_cast as tree_cast
+from treekit._tree_math import tree_full_like as tree_full_like
+from treekit._tree_math import tree_norm as tree_norm
+from treekit._tree_math import tree_ones_like as tree_ones_like
+from treekit._tree_math import tree_scale as tree_scale
+from treekit._tree_math import tree_size as tree_size
+from treekit._tree_math import tree_sub as tree_sub
+from treekit._tree_math import tree_vdot as tree_vdot
+from treekit._tree_math import tree_zeros_like as tree_zeros_like
 from treekit._treedef import TreeDef as PyTreeDef
 from treekit._treedef import TreeDef as TreeDef
+
+if TYPE_CHECKING:
+    from treekit.params import combine as combine
+    from treekit.params import partition as partition
+    from treekit.params import tree_random_like as tree_random_like
+    from treekit.params import tree_stack as tree_stack
+    from treekit.params import tree_unstack as tree_unstack
+
+# Re-exported from treekit.params on first use (PEP 562): that module imports numpy, and
+# `import treekit` must not.
+_FROM_PARAMS = ("combine", "partition", "tree_random_like", "tree_stack", "tree_unstack")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_PARAMS:
+        from treekit import params
+
+        value = getattr(params, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'treekit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_FROM_PARAMS})
 
 __version__ = "0.1.0"
 
@@ -67,10 +110,12 @@ __all__ = [
     "TreeDef",
     "UserKey",
     "all_leaves",
+    "combine",
     "flatten_one_level",
     "flatten_one_level_with_keys",
     "is_tree_node",
     "keystr",
+    "partition",
     "register_dataclass",
     "register_pytree_node",
     "register_pytree_node_class",
@@ -79,19 +124,38 @@ __all__ = [
     "register_static",
     "static",
     "tree",
+    "tree_add",
+    "tree_add_scale",
     "tree_all",
+    "tree_at",
+    "tree_axpy",
     "tree_broadcast",
+    "tree_bytes",
+    "tree_cast",
     "tree_flatten",
     "tree_flatten_with_path",
+    "tree_full_like",
+    "tree_get",
     "tree_leaves",
     "tree_leaves_with_path",
     "tree_map",
     "tree_map_with_path",
+    "tree_norm",
+    "tree_ones_like",
+    "tree_random_like",
     "tree_reduce",
     "tree_reduce_associative",
+    "tree_scale",
+    "tree_set",
+    "tree_size",
+    "tree_stack",
     "tree_structure",
+    "tree_sub",
     "tree_transpose",
     "tree_unflatten",
+    "tree_unstack",
+    "tree_vdot",
+    "tree_zeros_like",
     "treedef_children",
     "treedef_is_leaf",
     "treedef_is_strict_leaf",

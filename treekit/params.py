@@ -1,0 +1,459 @@
+"""Param-tree helpers for model code: tree math, init, an MLP, optimizers, freezing, paths, stacking.
+
+Import it as ``from treekit import params`` (``import treekit`` alone does not load numpy).
+Everything works on numpy arrays without jax, and on jax arrays under ``jit`` and ``grad``:
+functions use the array module the leaves come from.
+
+>>> import numpy as np
+>>> from treekit.params import adam, apply_updates, init_mlp_params, mse_loss, mse_loss_and_grad
+>>> params = init_mlp_params([1, 8, 1], rng=0)
+>>> x = np.linspace(-1, 1, 16)[:, None]
+>>> opt = adam(0.05)
+>>> state = opt.init(params)
+>>> first = mse_loss(params, x, x**2)
+>>> for _ in range(50):
+...     loss, grads = mse_loss_and_grad(params, x, x**2)
+...     updates, state = opt.update(grads, state, params)
+...     params = apply_updates(params, updates)
+>>> bool(mse_loss(params, x, x**2) < first / 10)
+True
+
+The tree math (:func:`tree_add`, ...) lives in ``treekit._tree_math``, the path functions in
+``treekit._at`` and the optimizers in :mod:`treekit.optim`; they are all re-exported here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from treekit._at import Path as Path
+from treekit._at import tree_at as tree_at
+from treekit._at import tree_get as tree_get
+from treekit._at import tree_set as tree_set
+from treekit._errors import StructureMismatchError
+from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, keystr
+from treekit._ops import tree_map
+from treekit._traverse import flatten
+from treekit._tree_math import loaded_jax, namespace
+from treekit._tree_math import tree_add as tree_add
+from treekit._tree_math import tree_add_scale as tree_add_scale
+from treekit._tree_math import tree_axpy as tree_axpy
+from treekit._tree_math import tree_bytes as tree_bytes
+from treekit._tree_math import tree_cast as tree_cast
+from treekit._tree_math import tree_full_like as tree_full_like
+from treekit._tree_math import tree_norm as tree_norm
+from treekit._tree_math import tree_ones_like as tree_ones_like
+from treekit._tree_math import tree_scale as tree_scale
+from treekit._tree_math import tree_size as tree_size
+from treekit._tree_math import tree_sub as tree_sub
+from treekit._tree_math import tree_vdot as tree_vdot
+from treekit._tree_math import tree_zeros_like as tree_zeros_like
+from treekit.optim import AdamState as AdamState
+from treekit.optim import GradientTransformation as GradientTransformation
+from treekit.optim import SgdState as SgdState
+from treekit.optim import adam as adam
+from treekit.optim import apply_updates as apply_updates
+from treekit.optim import sgd as sgd
+
+__all__ = [
+    "AdamState",
+    "GradientTransformation",
+    "Path",
+    "SgdState",
+    "adam",
+    "apply_updates",
+    "combine",
+    "flatten_dict",
+    "init_mlp_params",
+    "mlp_forward",
+    "mse_loss",
+    "mse_loss_and_grad",
+    "partition",
+    "sgd",
+    "tree_add",
+    "tree_add_scale",
+    "tree_at",
+    "tree_axpy",
+    "tree_bytes",
+    "tree_cast",
+    "tree_full_like",
+    "tree_get",
+    "tree_norm",
+    "tree_ones_like",
+    "tree_random_like",
+    "tree_scale",
+    "tree_set",
+    "tree_size",
+    "tree_stack",
+    "tree_sub",
+    "tree_unstack",
+    "tree_vdot",
+    "tree_zeros_like",
+    "unflatten_dict",
+]
+
+
+# -- the MLP of the JAX pytree tutorial ----------------------------------------------------------
+def init_mlp_params(layer_widths: Sequence[int], rng: Any) -> list[dict[str, Any]]:
+    """MLP parameters as in the JAX pytree tutorial: one ``{'weights', 'biases'}`` dict per layer.
+
+    ``weights`` of layer ``n_in -> n_out`` are ``normal(n_in, n_out) * sqrt(2 / n_in)`` (He
+    initialization) and ``biases`` are ``ones(n_out)``.
+
+    >>> params = init_mlp_params([1, 4, 1], rng=0)
+    >>> [(layer['weights'].shape, layer['biases'].shape) for layer in params]
+    [((1, 4), (4,)), ((4, 1), (1,))]
+
+    Args:
+        layer_widths: The widths of the layers, input first: ``[1, 128, 128, 1]``.
+        rng: A ``numpy.random.Generator`` or an int seed (float64 numpy arrays), or a jax
+            PRNG key (jax arrays in jax's default float dtype, one split key per layer).
+
+    Raises:
+        TypeError: If ``rng`` is none of those.
+    """
+    pairs = list(itertools.pairwise(layer_widths))
+    jax = loaded_jax()
+    if jax is not None and isinstance(rng, jax.Array):
+        keys = jax.random.split(rng, len(pairs))
+        return [
+            {
+                "weights": jax.random.normal(key, (n_in, n_out)) * np.sqrt(2 / n_in),
+                "biases": jax.numpy.ones((n_out,)),
+            }
+            for key, (n_in, n_out) in zip(keys, pairs)
+        ]
+    gen = _generator(rng, "rng")
+    return [
+        {"weights": gen.normal(size=(n_in, n_out)) * np.sqrt(2 / n_in), "biases": np.ones(n_out)}
+        for n_in, n_out in pairs
+    ]
+
+
+def _generator(rng: Any, label: str) -> np.random.Generator:
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return np.random.default_rng(int(rng))
+    raise TypeError(
+        f"{label}: expected a numpy.random.Generator, an int seed or a jax PRNG key, got {type(rng).__name__}"
+    )
+
+
+def mlp_forward(params: Sequence[dict[str, Any]], x: Any) -> Any:
+    """The tutorial MLP: ``relu(x @ weights + biases)`` per hidden layer, linear last layer.
+
+    >>> import numpy as np
+    >>> params = [{'weights': np.array([[1.0, -1.0]]), 'biases': np.zeros(2)},
+    ...           {'weights': np.array([[1.0], [1.0]]), 'biases': np.array([0.5])}]
+    >>> mlp_forward(params, np.array([[2.0], [-3.0]]))
+    array([[2.5],
+           [3.5]])
+    """
+    *hidden, last = params
+    for layer in hidden:
+        z = x @ layer["weights"] + layer["biases"]
+        x = namespace(z).maximum(z, 0)
+    return x @ last["weights"] + last["biases"]
+
+
+def mse_loss(params: Sequence[dict[str, Any]], x: Any, y: Any) -> Any:
+    """The mean squared error of :func:`mlp_forward` on inputs ``x`` against targets ``y``.
+
+    >>> import numpy as np
+    >>> params = [{'weights': np.array([[2.0]]), 'biases': np.array([0.0])}]
+    >>> float(mse_loss(params, np.array([[1.0], [2.0]]), np.array([[2.0], [2.0]])))
+    2.0
+    """
+    error = mlp_forward(params, x) - y
+    return namespace(error).mean(error**2)
+
+
+def mse_loss_and_grad(params: Sequence[dict[str, Any]], x: Any, y: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """:func:`mse_loss` and its gradient in ``params``, by a hand-written backward pass.
+
+    What ``jax.value_and_grad(mse_loss)(params, x, y)`` gives, for training without jax
+    (the ``relu`` gradient at exactly 0 is 0, as ``jax.nn.relu``'s).
+
+    >>> import numpy as np
+    >>> params = [{'weights': np.array([[2.0]]), 'biases': np.array([0.0])}]
+    >>> loss, grads = mse_loss_and_grad(params, np.array([[1.0]]), np.array([[3.0]]))
+    >>> float(loss), grads
+    (1.0, [{'weights': array([[-2.]]), 'biases': array([-2.])}])
+    """
+    inputs = [x]
+    for layer in params[:-1]:
+        z = inputs[-1] @ layer["weights"] + layer["biases"]
+        inputs.append(namespace(z).maximum(z, 0))
+    out = inputs[-1] @ params[-1]["weights"] + params[-1]["biases"]
+    error = out - y
+    xp = namespace(error)
+    grads: list[dict[str, Any]] = []
+    delta = 2 * error / error.size  # d loss / d out
+    for k in range(len(params) - 1, -1, -1):
+        grads.append({"weights": inputs[k].T @ delta, "biases": delta.sum(axis=0)})
+        if k:
+            delta = (delta @ params[k]["weights"].T) * (inputs[k] > 0)
+    grads.reverse()
+    return xp.mean(error**2), grads
+
+
+# -- random trees --------------------------------------------------------------------------------
+def _path_words(path: Any) -> list[int]:
+    digest = hashlib.blake2b(keystr(path).encode(), digest_size=8).digest()
+    return [int.from_bytes(digest[:4], "little"), int.from_bytes(digest[4:], "little")]
+
+
+def tree_random_like(
+    rng_key: Any, target_tree: Any, sampler: str | Callable[..., Any] = "normal", dtype: Any = None
+) -> Any:
+    """A tree of random arrays shaped like ``target_tree``'s leaves; each leaf's draw depends
+    only on the key and that leaf's key path.
+
+    So adding, removing or reordering other leaves leaves a leaf's values unchanged (optax's
+    ``tree_random_like`` splits the key by leaf position instead, and takes jax keys only).
+
+    >>> import numpy as np
+    >>> a = tree_random_like(0, {'w': np.zeros(2)})
+    >>> b = tree_random_like(0, {'v': np.zeros(3), 'w': np.zeros(2)})
+    >>> bool((a['w'] == b['w']).all())
+    True
+
+    Args:
+        rng_key: A jax PRNG key (leaves are ``fold_in``-ed from it with a hash of the key
+            path), an int seed, or a ``numpy.random.Generator`` (one number is drawn from it
+            per call, so successive calls differ).
+        target_tree: The tree whose structure and leaf shapes the result has.
+        sampler: ``'normal'`` (standard normal), ``'uniform'`` (on ``[0, 1)``), or a function
+            ``sampler(key, shape, dtype)`` called per leaf with a jax key or a numpy
+            ``Generator`` (``jax.random.normal`` fits, as in optax).
+        dtype: The dtype of every leaf; ``None`` keeps each leaf's own.
+
+    Raises:
+        TypeError: If ``rng_key`` is not a key, seed or Generator.
+        ValueError: If ``sampler`` is an unknown name.
+    """
+    if not callable(sampler) and sampler not in ("normal", "uniform"):
+        raise ValueError(f"sampler: expected 'normal', 'uniform' or a function, got {sampler!r}")
+    leaves, treedef, paths = flatten(target_tree, with_path=True)
+    assert paths is not None
+    jax = loaded_jax()
+    if jax is not None and isinstance(rng_key, jax.Array):
+
+        def draw_jax(path: Any, x: Any) -> Any:
+            key = rng_key
+            for word in _path_words(path):
+                key = jax.random.fold_in(key, word)
+            kind = dtype if dtype is not None else jax.numpy.asarray(x).dtype
+            if callable(sampler):
+                return sampler(key, np.shape(x), kind)
+            return (jax.random.normal if sampler == "normal" else jax.random.uniform)(key, np.shape(x), kind)
+
+        return treedef._build([draw_jax(path, x) for path, x in zip(paths, leaves)])
+    if isinstance(rng_key, np.random.Generator):
+        base = int(rng_key.integers(2**63))
+    else:
+        base = int(_generator(rng_key, "rng_key").integers(2**63))
+
+    def draw(path: Any, x: Any) -> Any:
+        gen = np.random.default_rng([base, *_path_words(path)])
+        kind = dtype if dtype is not None else np.asarray(x).dtype
+        if callable(sampler):
+            return sampler(gen, np.shape(x), kind)
+        values = gen.standard_normal(np.shape(x)) if sampler == "normal" else gen.random(np.shape(x))
+        return values.astype(kind)
+
+    return treedef._build([draw(path, x) for path, x in zip(paths, leaves)])
+
+
+# -- freezing ------------------------------------------------------------------------------------
+def _is_none(x: Any) -> bool:
+    return x is None
+
+
+def partition(tree: Any, predicate_or_mask: Any) -> tuple[Any, Any]:
+    """Split ``tree`` into the selected leaves and the rest, ``None`` in place of the others.
+
+    Train only the selected part: differentiate with respect to ``selected`` through
+    ``combine(selected, rest)``; ``rest`` gets no gradient (``None`` is a node without
+    leaves, so ``jax.grad`` and the optimizers skip it), as equinox's ``partition``.
+
+    >>> params = [{'w': 1.0, 'b': 0.0}, {'w': 2.0, 'b': 0.0}]
+    >>> trained, frozen = partition(params, [False, True])
+    >>> trained
+    [{'w': None, 'b': None}, {'w': 2.0, 'b': 0.0}]
+    >>> frozen
+    [{'w': 1.0, 'b': 0.0}, {'w': None, 'b': None}]
+    >>> combine(trained, frozen) == params
+    True
+    >>> partition({'w': 3.0, 'b': -1.0}, lambda x: x > 0)
+    ({'w': 3.0, 'b': None}, {'w': None, 'b': -1.0})
+
+    Args:
+        tree: Any pytree.
+        predicate_or_mask: A function ``leaf -> bool``, or a tree of bools whose structure
+            is a prefix of ``tree``'s: a ``True`` selects the whole subtree under it. Masks
+            by key path come from ``tree_map_with_path(lambda path, _: ..., tree)``.
+
+    Raises:
+        StructureMismatchError: If ``tree`` does not extend the mask's structure; labelled
+            ``tree``.
+    """
+    if callable(predicate_or_mask):
+        leaves, treedef, _ = flatten(tree)
+        picks = [bool(predicate_or_mask(x)) for x in leaves]
+        subtrees = leaves
+    else:
+        picks, treedef, _ = flatten(predicate_or_mask)
+        picks = [bool(m) for m in picks]
+        subtrees = treedef._walk(tree, "tree")
+    selected = [sub if pick else tree_map(_none, sub) for pick, sub in zip(picks, subtrees)]
+    rest = [tree_map(_none, sub) if pick else sub for pick, sub in zip(picks, subtrees)]
+    return treedef._build(selected), treedef._build(rest)
+
+
+def _none(_: Any) -> None:
+    return None
+
+
+def combine(*trees: Any) -> Any:
+    """Merge trees that hold ``None`` in place of leaves: each leaf from the first tree that
+    has one there (the inverse of :func:`partition`, as equinox's ``combine``).
+
+    >>> combine({'w': None, 'b': 0.5}, {'w': 2.0, 'b': None})
+    {'w': 2.0, 'b': 0.5}
+
+    Raises:
+        StructureMismatchError: If the trees differ other than by ``None`` at leaves;
+            labelled ``rest[k]`` for the ``k + 1``-th tree.
+    """
+    return tree_map(_first_not_none, *trees, is_leaf=_is_none)
+
+
+def _first_not_none(*xs: Any) -> Any:
+    return next((x for x in xs if x is not None), None)
+
+
+# -- stacking --------------------------------------------------------------------------------------
+def tree_stack(trees: Sequence[Any]) -> Any:
+    """One tree whose leaves stack the matching leaves of ``trees`` along a new axis 0.
+
+    Batches a list of example dicts into one tree of arrays, or replicates params per device.
+
+    >>> import numpy as np
+    >>> tree_stack([{'x': np.array([1, 2]), 'y': 0}, {'x': np.array([3, 4]), 'y': 1}])
+    {'x': array([[1, 2],
+           [3, 4]]), 'y': array([0, 1])}
+
+    Raises:
+        ValueError: If ``trees`` is empty.
+        StructureMismatchError: If a tree differs from the first; labelled ``trees[k]``.
+    """
+    if not trees:
+        raise ValueError("trees: expected at least one tree, got an empty sequence")
+    first, treedef, _ = flatten(trees[0])
+    columns = [first] + [treedef._walk(t, f"trees[{k}]", strict=True) for k, t in enumerate(trees) if k]
+    return treedef._build([namespace(*xs).stack(xs) for xs in zip(*columns)])
+
+
+def tree_unstack(tree: Any) -> list[Any]:
+    """The trees ``tree_stack`` was given: one tree per index along the leaves' axis 0.
+
+    >>> import numpy as np
+    >>> tree_unstack({'x': np.array([[1, 2], [3, 4]]), 'y': np.array([0, 1])})
+    [{'x': array([1, 2]), 'y': np.int64(0)}, {'x': array([3, 4]), 'y': np.int64(1)}]
+
+    Raises:
+        ValueError: If ``tree`` has no leaves.
+        StructureMismatchError: If a leaf has no axis 0, or one of another length than the
+            first leaf's; the message names its key path.
+    """
+    leaves, treedef, _ = flatten(tree)
+    if not leaves:
+        raise ValueError("tree: expected at least one leaf to unstack, got none")
+    lengths = [np.shape(x)[0] if np.ndim(x) else None for x in leaves]
+    if any(n != lengths[0] for n in lengths):
+        _, _, paths = flatten(tree, with_path=True)
+        assert paths is not None
+        k = next(k for k, n in enumerate(lengths) if n != lengths[0] or n is None)
+        got = f"shape {tuple(np.shape(leaves[k]))}"
+        raise StructureMismatchError("tree", paths[k], f"an array with leading axis of length {lengths[0]}", got)
+    if lengths[0] is None:
+        _, _, paths = flatten(tree, with_path=True)
+        assert paths is not None
+        raise StructureMismatchError("tree", paths[0], "an array with a leading axis", "shape ()")
+    return [treedef._build([x[i] for x in leaves]) for i in range(lengths[0])]
+
+
+# -- flat dicts, for checkpoint files --------------------------------------------------------------
+def _entry_value(entry: Any) -> Any:
+    kind = type(entry)
+    if kind is DictKey:
+        return entry.key
+    if kind is SequenceKey:
+        return entry.idx
+    if kind is GetAttrKey:
+        return entry.name
+    if kind is FlattenedIndexKey:
+        return entry.key
+    return str(entry)
+
+
+def flatten_dict(tree: Any, sep: str | None = "/") -> dict[Any, Any]:
+    """A flat dict from each leaf's key path, joined by ``sep``, to the leaf.
+
+    The keys are ``keystr(path, simple=True, separator=sep)`` (``'0/weights'``); with
+    ``sep=None`` they are tuples of the raw keys (``(0, 'weights')``), as flax's
+    ``flatten_dict`` gives. Any pytree works, not only nested dicts.
+
+    >>> flatten_dict([{'weights': 1, 'biases': 2}])
+    {'0/biases': 2, '0/weights': 1}
+    >>> flatten_dict({'a': {'b': 1}}, sep=None)
+    {('a', 'b'): 1}
+
+    Raises:
+        ValueError: If two leaves get the same flat key (``sep`` inside a dict key);
+            the message names the second one's key path.
+    """
+    leaves, _, paths = flatten(tree, with_path=True)
+    assert paths is not None
+    out: dict[Any, Any] = {}
+    for path, leaf in zip(paths, leaves):
+        key: Any = tuple(_entry_value(e) for e in path) if sep is None else keystr(path, simple=True, separator=sep)
+        if key in out:
+            raise ValueError(f"tree{keystr(path)}: expected a unique flat key, got {key!r} twice (sep={sep!r})")
+        out[key] = leaf
+    return out
+
+
+def unflatten_dict(flat: dict[Any, Any], sep: str | None = "/") -> dict[Any, Any]:
+    """Nested dicts from a flat dict of :func:`flatten_dict` (flax's ``unflatten_dict``).
+
+    Only dicts come back: a list's items come back under their indices as keys (``'0'``, or
+    ``0`` with ``sep=None``). To restore another structure exactly, use
+    ``tree_unflatten(tree_structure(like), flat.values())``.
+
+    >>> unflatten_dict({'a/b': 1, 'a/c': 2, 'd': 3})
+    {'a': {'b': 1, 'c': 2}, 'd': 3}
+
+    Raises:
+        ValueError: If a key is both a leaf and a prefix of another key.
+    """
+    out: dict[Any, Any] = {}
+    for key, value in flat.items():
+        parts = tuple(key) if sep is None else tuple(key.split(sep))
+        node = out
+        for depth, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if type(child) is not dict:
+                raise ValueError(f"flat[{key!r}]: expected a dict at {parts[: depth + 1]!r}, got a leaf")
+            node = child
+        if parts[-1] in node:
+            raise ValueError(f"flat[{key!r}]: expected a leaf, got a dict of other keys under it")
+        node[parts[-1]] = value
+    return out
