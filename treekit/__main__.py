@@ -1,51 +1,177 @@
-"""``python -m treekit demo``: a tour of the core on a small MLP parameter tree."""
+"""``python -m treekit``: command-line entry points, one subcommand each.
+
+``python -m treekit demo`` trains the JAX pytree tutorial's MLP on ``y = x**2`` with treekit's
+init, Adam and ``apply_updates`` (a ``tree_map``): under ``jax.jit`` when jax is installed,
+with numpy and a hand-written backward pass otherwise (``--backend`` chooses).
+"""
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
-def _demo(widths: list[int], seed: int) -> int:
+def _param_table(params: Any) -> str:
+    """A small table of a param tree's leaves: key path, shape, dtype, size, and the total.
+
+    A stand-in for the richer ``summary()`` of the checks module; the demo switches to it
+    when that lands.
+    """
+    from treekit import keystr, tree_leaves_with_path
+    from treekit.params import tree_bytes, tree_size
+
+    rows = [("path", "shape", "dtype", "size")]
+    for path, leaf in tree_leaves_with_path(params):
+        rows.append((keystr(path), str(tuple(leaf.shape)), str(leaf.dtype), f"{leaf.size:,}"))
+    rows.append(("total", "", "", f"{tree_size(params):,}"))
+    widths = [max(len(row[k]) for row in rows) for k in range(4)]
+    lines = [
+        f"  {path:<{widths[0]}}  {shape:<{widths[1]}}  {dtype:<{widths[2]}}  {size:>{widths[3]}}".rstrip()
+        for path, shape, dtype, size in rows
+    ]
+    lines[-1] += f" ({tree_bytes(params) / 1024:.1f} KiB)"
+    return "\n".join(lines)
+
+
+def _progress(step: int, steps: int, loss: float, width: int = 20) -> str:
+    filled = width * step // steps
+    return f"  step {step:>{len(str(steps))}}/{steps} [{'#' * filled}{'.' * (width - filled)}] loss {loss:.6f}"
+
+
+def _jax_trainer(opt: Any, x: Any, y: Any) -> tuple[Callable[[Any], Any], Callable[[Any, Any], Any]]:
+    """(to_backend, step) for jax: one jitted step of value_and_grad, Adam, apply_updates."""
+    import jax
+
+    from treekit import tree_map
+    from treekit.params import apply_updates, mse_loss
+
+    x, y = jax.numpy.asarray(x), jax.numpy.asarray(y)
+
+    @jax.jit
+    def step(params: Any, state: Any) -> Any:
+        loss, grads = jax.value_and_grad(mse_loss)(params, x, y)
+        updates, state = opt.update(grads, state, params)
+        return apply_updates(params, updates), state, loss
+
+    return (lambda tree: tree_map(jax.numpy.asarray, tree)), step
+
+
+def _numpy_trainer(opt: Any, x: Any, y: Any) -> tuple[Callable[[Any], Any], Callable[[Any, Any], Any]]:
+    """(to_backend, step) for numpy: the hand-written backward pass, Adam, apply_updates."""
+    from treekit.params import apply_updates, mse_loss_and_grad
+
+    def step(params: Any, state: Any) -> Any:
+        loss, grads = mse_loss_and_grad(params, x, y)
+        updates, state = opt.update(grads, state, params)
+        return apply_updates(params, updates), state, loss
+
+    return (lambda tree: tree), step
+
+
+def _pick_backend(asked: str) -> str | None:
+    if asked == "numpy":
+        return "numpy"
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return None if asked == "jax" else "numpy"
+    return "jax"
+
+
+def _demo(args: argparse.Namespace) -> int:
+    backend = _pick_backend(args.backend)
+    if backend is None:
+        print("demo: --backend jax needs jax installed (pip install 'treekit[jax]'); try --backend numpy")
+        return 2
+    if backend == "numpy" and "numpy" not in sys.modules:
+        # 128-row matmuls gain nothing from BLAS threads, and on a busy machine their spinning
+        # makes each step ten times slower. Only for this process, and only if not set already.
+        for name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+            os.environ.setdefault(name, "1")
+
     import numpy as np
 
-    from treekit import keystr, tree_flatten, tree_leaves_with_path, tree_map, tree_reduce, tree_unflatten
+    from treekit.params import adam, init_mlp_params, mse_loss, tree_cast
 
-    rng = np.random.default_rng(seed)
-    params = [
-        {"weights": rng.normal(size=(n_in, n_out)) * np.sqrt(2 / n_in), "biases": np.ones(n_out)}
-        for n_in, n_out in itertools.pairwise(widths)
-    ]
-    leaves, treedef = tree_flatten(params)
-    print(f"MLP {widths}: {treedef.num_leaves} leaves, {treedef.num_nodes} nodes")
-    print(f"structure: {treedef}")
-    for path, leaf in tree_leaves_with_path(params):
-        print(f"  {keystr(path):<18} {leaf.shape!s:<10} {leaf.dtype}")
-    count = tree_reduce(lambda total, x: total + x.size, params, 0)
-    print(f"parameters: {count}")
-    # One SGD step on a made-up gradient: the tree_map update model code writes every step.
-    grads = tree_map(np.ones_like, params)
-    updated = tree_map(lambda p, g: p - 0.1 * g, params, grads)
-    moved = tree_map(lambda a, b: float(np.abs(a - b).max()), params, updated)
-    print(f"largest change per leaf after one step: {moved}")
-    rebuilt = tree_unflatten(treedef, leaves)
-    same = all(a is b for a, b in zip(tree_flatten(rebuilt)[0], leaves))
-    print(f"unflatten(flatten(params)) rebuilds the same leaves: {same}")
-    return 0 if same else 1
+    widths, steps = args.widths, args.steps
+    rng = np.random.default_rng(args.seed)
+    params = tree_cast(init_mlp_params(widths, rng), np.float32)
+    x = rng.normal(size=(128, widths[0])).astype(np.float32)
+    y = x**2 if widths[0] == widths[-1] else np.repeat(x[:, :1] ** 2, widths[-1], axis=1)
+    print(f"treekit demo: MLP {widths} learns y = x**2 on 128 points with Adam (learning rate {args.learning_rate})")
+    print(f"backend: {backend}" + (" (jax.jit)" if backend == "jax" else " (hand-written backward pass)"))
+    print(_param_table(params))
+
+    opt = adam(args.learning_rate)
+    to_backend, step = (_jax_trainer if backend == "jax" else _numpy_trainer)(opt, x, y)
+    params = to_backend(params)
+    state = opt.init(params)
+    every = max(1, steps // 10)
+    start = time.perf_counter()
+    first = None
+    for k in range(1, steps + 1):
+        params, state, loss = step(params, state)
+        if first is None:
+            first = float(loss)
+        if k % every == 0 or k == steps:
+            print(_progress(k, steps, float(loss)), flush=True)
+    final = float(mse_loss(params, to_backend(x), to_backend(y)))
+    elapsed = time.perf_counter() - start
+    assert first is not None
+    print(f"final loss {final:.6f} (initial {first:.6f}) after {steps} steps in {elapsed:.2f}s")
+    if not final < first:
+        print("demo: the loss did not fall")
+        return 1
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _widths(text: str) -> list[int]:
+    try:
+        widths = [int(w) for w in text.split(",")]
+    except ValueError:
+        widths = []
+    if len(widths) < 2 or min(widths) < 1:
+        raise argparse.ArgumentTypeError(f"expected two or more positive integers like 1,128,128,1, got {text!r}")
+    return widths
+
+
+def _add_demo(sub: Any) -> None:
+    demo = sub.add_parser(
+        "demo",
+        help="train the JAX tutorial's MLP on y = x**2 with treekit (jax.jit, or numpy alone)",
+        description=__doc__,
+    )
+    demo.add_argument("--steps", type=_positive, default=1000, help="training steps (default 1000)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the init and the data (default 0)")
+    demo.add_argument("--widths", type=_widths, default="1,128,128,1", help="layer widths (default 1,128,128,1)")
+    demo.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's step size (default 0.001)")
+    demo.add_argument(
+        "--backend",
+        choices=["auto", "jax", "numpy"],
+        default="auto",
+        help="jax (jax.jit), numpy (no jax needed), or auto: jax when installed (default)",
+    )
+    demo.set_defaults(run=_demo)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m treekit``."""
+    """Entry point of ``python -m treekit``; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m treekit")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="a tour of treekit on an MLP parameter tree")
-    demo.add_argument("--widths", default="1,128,128,1", help="layer widths, comma-separated")
-    demo.add_argument("--seed", type=int, default=0)
+    _add_demo(sub)
     args = parser.parse_args(argv)
-    widths = [int(w) for w in args.widths.split(",")]
-    return _demo(widths, args.seed)
+    return int(args.run(args))
 
 
 if __name__ == "__main__":

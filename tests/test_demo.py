@@ -1,0 +1,127 @@
+"""``python -m treekit demo`` and examples/mlp_regression.py: with jax, with numpy, and with jax hidden."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from treekit.__main__ import _param_table, main
+
+ROOT = Path(__file__).resolve().parents[1]
+HIDE_JAX = "import sys; sys.modules['jax'] = None\n"  # `import jax` now raises ImportError
+
+
+def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, *(["-c", code] if code else []), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+def check_training(out: str, backend: str, steps: int) -> None:
+    assert f"backend: {backend}" in out
+    progress = re.findall(r"step +(\d+)/(\d+) \[([#.]{20})\] loss (\S+)", out)
+    assert [int(step) for step, *_ in progress][-1] == steps
+    final, first = map(float, re.search(r"final loss (\S+) \(initial (\S+)\)", out).groups())  # type: ignore[union-attr]
+    assert final < first
+
+
+def test_demo_with_numpy_in_process(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--steps", "40", "--backend", "numpy", "--widths", "1,16,1"]) == 0
+    out = capsys.readouterr().out
+    check_training(out, "numpy", 40)
+    assert out.count("loss") >= 10
+
+
+def test_demo_with_jax() -> None:
+    pytest.importorskip("jax")
+    result = run_python("", "-m", "treekit", "demo", "--steps", "40")
+    assert result.returncode == 0, result.stderr
+    check_training(result.stdout, "jax", 40)
+
+
+def test_demo_with_jax_hidden_falls_back_to_numpy() -> None:
+    code = HIDE_JAX + "from treekit.__main__ import main\nsys.exit(main(['demo', '--steps', '40']))\n"
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    check_training(result.stdout, "numpy", 40)
+
+
+def test_backend_numpy_never_imports_jax() -> None:
+    code = "from treekit.__main__ import main\nassert main(['demo', '--steps', '5', '--backend', 'numpy']) == 0\n"
+    code += "assert 'jax' not in sys.modules, 'the numpy backend imported jax'\n"
+    result = run_python("import sys\n" + code)
+    assert result.returncode == 0, result.stderr
+
+
+def test_backend_jax_without_jax_says_so() -> None:
+    code = HIDE_JAX + "from treekit.__main__ import main\nsys.exit(main(['demo', '--backend', 'jax']))\n"
+    result = run_python(code)
+    assert result.returncode == 2
+    assert (
+        result.stdout == "demo: --backend jax needs jax installed (pip install 'treekit[jax]'); try --backend numpy\n"
+    )
+
+
+def test_demo_fails_when_the_loss_does_not_fall(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--steps", "3", "--backend", "numpy", "--learning-rate", "0"]) == 1
+    assert capsys.readouterr().out.endswith("demo: the loss did not fall\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["demo", "--widths", "1"],
+            "argument --widths: expected two or more positive integers like 1,128,128,1, got '1'",
+        ),
+        (["demo", "--widths", "1,0,1"], "argument --widths: expected two or more positive integers"),
+        (["demo", "--steps", "0"], "argument --steps: expected a positive integer, got '0'"),
+        (["demo", "--backend", "torch"], "argument --backend: invalid choice: 'torch'"),
+        ([], "the following arguments are required: command"),
+    ],
+)
+def test_bad_arguments(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_param_table() -> None:
+    params: Any = [{"weights": np.zeros((1, 4), np.float32), "biases": np.zeros(4, np.float32)}]
+    params.append({"weights": np.zeros((4, 1), np.float32), "biases": np.zeros(1, np.float32)})
+    assert _param_table(params).splitlines() == [
+        "  path            shape   dtype    size",
+        "  [0]['biases']   (4,)    float32     4",
+        "  [0]['weights']  (1, 4)  float32     4",
+        "  [1]['biases']   (1,)    float32     1",
+        "  [1]['weights']  (4, 1)  float32     4",
+        "  total                              13 (0.1 KiB)",
+    ]
+
+
+@pytest.mark.parametrize("hide_jax", [False, True], ids=["auto", "jax hidden"])
+def test_example_script(hide_jax: bool) -> None:
+    script = ROOT / "examples" / "mlp_regression.py"
+    if hide_jax:
+        code = HIDE_JAX + f"sys.argv = [{str(script)!r}, '--steps', '30']\n"
+        code += f"exec(compile(open({str(script)!r}).read(), {str(script)!r}, 'exec'), {{'__name__': '__main__'}})\n"
+        result = run_python(code)
+    else:
+        pytest.importorskip("jax")
+        result = run_python("", str(script), "--steps", "30")
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"final loss \S+ < initial loss \S+", result.stdout), result.stdout
