@@ -176,6 +176,9 @@ def apply_updates(params: Any, updates: Any) -> Any:
     leaves, treedef, _ = flatten(params)
     out = []
     for p, u in zip(leaves, treedef._walk(updates, "updates", strict=True)):
-        xp = namespace(p, u)
-        out.append(xp.asarray(p + u).astype(xp.asarray(p).dtype))
+        new = p + u
+        if type(new) is not type(p) or new.dtype != p.dtype:  # as optax: an array of p's dtype
+            xp = namespace(p, u)
+            new = xp.asarray(new).astype(xp.asarray(p).dtype)
+        out.append(new)
     return treedef._build(out)
