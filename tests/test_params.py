@@ -347,6 +347,21 @@ def test_flat_dict_errors(call: Any, message: str) -> None:
         call()
 
 
+def test_import_treekit_loads_numpy_only_when_a_helper_needs_it() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, treekit\n"
+        "assert 'numpy' not in sys.modules and 'jax' not in sys.modules\n"
+        "assert treekit.tree_add([1], [2]) == [3] and treekit.tree_get([1], '[0]') == 1\n"
+        "assert 'numpy' not in sys.modules\n"
+        "assert treekit.combine([None], [1]) == [1]\n"
+        "assert 'numpy' in sys.modules and 'jax' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_lazy_reexports_from_treekit() -> None:
     assert treekit.partition is partition and treekit.tree_stack is tree_stack
     assert {"partition", "combine", "tree_random_like"} <= set(dir(treekit))
