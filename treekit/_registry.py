@@ -65,11 +65,18 @@ def dict_keys(ntype: NodeType, node_data: Any) -> Sequence[Any]:
     return node_data  # type: ignore[no-any-return]
 
 
-# The registry: exact type -> NodeType. Reads are lock-free dict lookups; writes hold _LOCK.
+# The registry: exact type -> NodeType. Writes hold _LOCK.
 _REGISTRY: dict[type, NodeType] = {}
+# What the walkers read, lock-free: the registry plus the answer for every other type seen so
+# far (the shared namedtuple entry, another registry's entry, or None for a leaf type).
+TYPES: dict[type, NodeType | None] = {}
+MISSING: Any = object()
 _LOCK = threading.Lock()
-# Called with each NodeType registered after import (the JAX bridge listens here).
+# Called with each NodeType registered (the JAX bridge mirrors registrations from here).
 _LISTENERS: list[Callable[[NodeType], None]] = []
+# Asked about types that are neither registered nor namedtuples (the JAX bridge adds one).
+_FOREIGN: list[Callable[[type], NodeType | None]] = []
+_CACHE_LIMIT = 100_000
 
 
 class _NamedTuple:
@@ -86,11 +93,33 @@ def _by_key(key: type) -> NodeType:
 
 
 def lookup(cls: type) -> NodeType | None:
-    """The entry for ``cls``: exact type, then the namedtuple fallback; ``None`` for a leaf."""
-    ntype = _REGISTRY.get(cls)
-    if ntype is None and issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        return NAMEDTUPLE
+    """The entry for ``cls``: exact type, then the namedtuple fallback, then other registries
+    (JAX's, once JAX is imported); ``None`` for a leaf type."""
+    ntype = TYPES.get(cls, MISSING)
+    return resolve(cls) if ntype is MISSING else ntype
+
+
+def resolve(cls: type) -> NodeType | None:
+    """Answer ``lookup`` for a type not seen before, and remember the answer."""
+    ntype: NodeType | None = None
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        ntype = NAMEDTUPLE
+    else:
+        for find in _FOREIGN:
+            ntype = find(cls)
+            if ntype is not None:
+                break
+    if len(TYPES) > _CACHE_LIMIT:
+        forget_answers()
+    TYPES[cls] = ntype
     return ntype
+
+
+def forget_answers() -> None:
+    """Drop remembered answers for unregistered types (when another registry appears)."""
+    with _LOCK:
+        TYPES.clear()
+        TYPES.update(_REGISTRY)
 
 
 def _add(ntype: NodeType) -> None:
@@ -99,6 +128,7 @@ def _add(ntype: NodeType) -> None:
             name = f"{ntype.type.__module__}.{ntype.type.__qualname__}"
             raise ValueError(f"{name} is already registered as a pytree node")
         _REGISTRY[ntype.type] = ntype
+        TYPES[ntype.type] = ntype
     for listener in list(_LISTENERS):
         listener(ntype)
 
@@ -107,6 +137,7 @@ def _remove(cls: type) -> None:
     """Forget ``cls`` (tests' fixtures use it; JAX's registry, if mirrored, keeps it)."""
     with _LOCK:
         del _REGISTRY[cls]
+        TYPES.pop(cls, None)
 
 
 # -- key entries, shared so that flattening with paths allocates no keys ----------------------
@@ -228,6 +259,7 @@ DEFAULTDICT = NodeType(
 NONE = NodeType(type(None), _flatten_none, lambda _, c: None, "none")
 for _ntype in (LIST, TUPLE, DICT, ORDEREDDICT, DEFAULTDICT, NONE):
     _REGISTRY[_ntype.type] = _ntype
+TYPES.update(_REGISTRY)
 
 
 # -- user registrations -------------------------------------------------------------------------
