@@ -6,6 +6,7 @@ model code keeps rewriting.
 {'w': [2, 4], 'b': 6}
 """
 
+from treekit import _jax
 from treekit import tree as tree
 from treekit._errors import StructureMismatchError as StructureMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
@@ -97,3 +98,5 @@ __all__ = [
     "treedef_is_strict_leaf",
     "treedef_tuple",
 ]
+
+_jax.install()  # bridge to JAX's registry now if jax is imported, else when it is

@@ -84,12 +84,10 @@ class _NamedTuple:
 
 
 def _by_key(key: type) -> NodeType:
-    if key is _NamedTuple:
-        return NAMEDTUPLE
-    try:
-        return _REGISTRY[key]
-    except KeyError:
-        raise ValueError(f"cannot unpickle a treedef: {key.__qualname__} is not registered") from None
+    ntype = NAMEDTUPLE if key is _NamedTuple else lookup(key)
+    if ntype is None:
+        raise ValueError(f"cannot unpickle a treedef: {key.__qualname__} is not registered")
+    return ntype
 
 
 def lookup(cls: type) -> NodeType | None:

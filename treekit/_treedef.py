@@ -362,6 +362,7 @@ def _render(nodes: tuple[Node, ...]) -> str:
         elif kind == "namedtuple":
             text = f"CustomNode(namedtuple[{data.__name__}], [{', '.join(children)}])"
         else:
-            text = f"CustomNode({ntype.type.__name__}[{data}], [{', '.join(children)}])"
+            shown = data.node_data()[1] if kind == "jax" else data  # JAX-only: JAX's node data
+            text = f"CustomNode({ntype.type.__name__}[{shown}], [{', '.join(children)}])"
         stack.append(text)
     return stack[0]
