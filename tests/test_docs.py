@@ -12,9 +12,11 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -134,3 +136,209 @@ def test_api_reference_documents_every_public_name(html: Path) -> None:
     expected = {f"treekit.{name}" for name in treekit.__all__ if name != "tree"}
     expected |= {"treekit.tree"} | {f"treekit.tree.{name}" for name in tree.__all__}
     assert sorted(expected - names) == []
+
+
+# -- docs/migration.md: its tables cover the other libraries, and its claims about them hold --
+def _migration_tables() -> dict[str, dict[str, str]]:
+    """``{section heading: {name in the first column: second column}}`` of docs/migration.md."""
+    tables: dict[str, dict[str, str]] = {}
+    section = ""
+    for line in (DOCS / "migration.md").read_text().splitlines():
+        if line.startswith("## "):
+            section = line[3:]
+        elif line.startswith("| `"):
+            first, second = (cell.strip() for cell in line.strip("|").split(" | ", 1))
+            for name in re.findall(r"`(\w+)[`(]", first):
+                tables.setdefault(section, {})[name] = second
+    return tables
+
+
+def _public(module: Any) -> list[str]:
+    names = getattr(module, "__all__", None) or [n for n in dir(module) if not n.startswith("_")]
+    return [n for n in names if not inspect.ismodule(getattr(module, n, None))]
+
+
+@pytest.mark.parametrize(
+    ("section", "module", "ours"),
+    [
+        ("From `jax.tree_util` and `jax.tree`", "jax.tree_util", treekit),
+        ("From `jax.tree_util` and `jax.tree`", "jax.tree", tree),
+        ("From optree", "optree", None),
+        ("From dm-tree", "tree", None),
+    ],
+    ids=["jax.tree_util", "jax.tree", "optree", "dm-tree"],
+)
+def test_migration_page_maps_every_public_name(section: str, module: str, ours: Any) -> None:
+    lib = pytest.importorskip(module)
+    table = _migration_tables()[section]
+    if module == "tree":
+        public = list(lib.__all__)
+    else:
+        public = _public(lib)
+    assert sorted(set(public) - set(table)) == []
+    for name in public:
+        if table[name] == "same names" or table[name].startswith("same names;"):
+            assert ours is None or hasattr(ours, name), f"{name} is not in {ours.__name__}"
+        if ours is not None and not hasattr(ours, name):
+            assert table[name].startswith("none"), f"treekit has no {name}, the page says {table[name]!r}"
+
+
+def _deep(depth: int) -> Any:
+    out: Any = 0
+    for _ in range(depth):
+        out = [out]
+    return out
+
+
+def _message(fn: Any) -> str:
+    try:
+        fn()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "no error"
+
+
+class Claim(NamedTuple):
+    """A claim of docs/migration.md: ``check(importlib.import_module(module)) == expected``."""
+
+    name: str
+    module: str
+    check: Callable[[Any], Any]
+    expected: Any
+
+
+def _claims() -> list[Claim]:
+    """What docs/migration.md says of the other libraries."""
+    mismatch = ({"layers": [1, 2]}, {"layers": [1, 2, 3]})
+    inner_bad = [{"a": 1, "b": 2}, {"a": 3, "c": 4}]
+    mixed = [{"a": "str", 1: "int"}, {"a": "str", 0: "int", 1.5: "float", None: "None", (0,): "tuple"}]
+    return [
+        Claim(
+            "jax rebuilds dicts sorted",
+            "jax.tree_util",
+            lambda m: (
+                list(m.tree_map(lambda x: x * 10, {"b": 1, "a": 2}).items()),
+                list(m.tree_unflatten(m.tree_structure({"b": 0, "a": 0}), [1, 2]).items()),
+            ),
+            ([("a", 20), ("b", 10)], [("a", 1), ("b", 2)]),
+        ),
+        Claim(
+            "optree keeps insertion order",
+            "optree",
+            lambda m: list(m.tree_unflatten(m.tree_structure({"b": 0, "a": 0}), [1, 2]).items()),
+            [("b", 2), ("a", 1)],
+        ),
+        Claim(
+            "jax transpose compares leaf counts only",
+            "jax.tree_util",
+            lambda m: m.tree_transpose(m.tree_structure([0, 0]), m.tree_structure({"a": 0, "b": 0}), inner_bad),
+            {"a": [1, 3], "b": [2, 4]},
+        ),
+        Claim(
+            "optree transpose compares leaf counts only",
+            "optree",
+            lambda m: m.tree_transpose(m.tree_structure([0, 0]), m.tree_structure({"a": 0, "b": 0}), inner_bad),
+            {"a": [1, 3], "b": [2, 4]},
+        ),
+        Claim(
+            "jax map error",
+            "jax.tree_util",
+            lambda m: _message(lambda: m.tree_map(lambda a, b: a, *mismatch)),
+            "ValueError: pytree structure error: different lengths of list at key path\n    tree_map tree['layers']\n"
+            "At that key path, the prefix pytree tree_map tree has a subtree of type list of length 2, but the full "
+            "pytree has a subtree of the same type but of length 3.",
+        ),
+        Claim(
+            "optree map error",
+            "optree",
+            lambda m: _message(lambda: m.tree_map(lambda a, b: a, *mismatch)),
+            "ValueError: list arity mismatch; expected: 2, got: 3; list: [1, 2, 3].",
+        ),
+        Claim(
+            "dm-tree map error",
+            "tree",
+            lambda m: _message(lambda: m.map_structure(lambda a, b: a, *mismatch)).split("\n")[0],
+            "ValueError: The two structures don't have the same nested structure.",
+        ),
+        Claim(
+            "jax too few leaves",
+            "jax.tree_util",
+            lambda m: _message(lambda: m.tree_unflatten(m.tree_structure([0, 0]), [1])),
+            "ValueError: Too few leaves for PyTreeDef; expected 2, got 1",
+        ),
+        Claim(
+            "jax fails 1,000 deep",
+            "jax.tree_util",
+            lambda m: _message(lambda: m.tree_leaves(_deep(1000)))[:12],
+            "SystemError:",
+        ),
+        Claim(
+            "dm-tree fails 1,000 deep",
+            "tree",
+            lambda m: _message(lambda: m.flatten(_deep(1000)))[:15],
+            "RecursionError:",
+        ),
+        Claim(
+            "optree: 1,000 deep works, 2,000 fails",
+            "optree",
+            lambda m: (len(m.tree_leaves(_deep(1000))), _message(lambda: m.tree_leaves(_deep(2000)))[:15]),
+            (1, "RecursionError:"),
+        ),
+        Claim(
+            "jax mixed keys",
+            "jax.tree_util",
+            lambda m: _message(lambda: m.tree_leaves(mixed[0])),
+            "ValueError: Comparator raised exception while sorting pytree dictionary keys.",
+        ),
+        Claim("dm-tree mixed keys", "tree", lambda m: _message(lambda: m.flatten(mixed[0]))[:10], "TypeError:"),
+        Claim(
+            "optree mixed keys in treekit's order",
+            "optree",
+            lambda m: [m.tree_leaves(d) for d in mixed],
+            [treekit.tree_leaves(d) for d in mixed],
+        ),
+        Claim(
+            "jax: deque, dict subclass and struct_time are leaves",
+            "jax.tree_util",
+            lambda m: [len(m.tree_leaves(x)) for x in _containers()],
+            [1, 1, 1],
+        ),
+        Claim(
+            "optree: deque and struct_time are nodes, dict subclass a leaf",
+            "optree",
+            lambda m: [len(m.tree_leaves(x)) for x in _containers()],
+            [2, 1, 9],
+        ),
+        Claim(
+            "dm-tree: all three are nodes; None is a leaf",
+            "tree",
+            lambda m: ([len(m.flatten(x)) for x in _containers()], m.flatten([None, 1])),
+            ([2, 2, 9], [None, 1]),
+        ),
+    ]
+
+
+def _containers() -> list[Any]:
+    import collections
+    import time
+
+    class Sub(dict):  # type: ignore[type-arg]
+        pass
+
+    return [collections.deque([1, 2]), Sub(a=1, b=2), time.gmtime(0)]
+
+
+CLAIMS = _claims()
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.name)
+def test_migration_page_claim(claim: Claim) -> None:
+    lib = pytest.importorskip(claim.module)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert claim.check(lib) == claim.expected
+
+
+def test_treekit_side_of_the_claims() -> None:
+    assert [len(treekit.tree_leaves(x)) for x in _containers()] == [1, 1, 1]
+    assert treekit.tree_leaves(_deep(100_000)) == [0]
