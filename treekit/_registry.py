@@ -387,6 +387,13 @@ def register_pytree_node_class(cls: C) -> C:
     [1, 2, 3]
     >>> _remove(Box)
 
+    Args:
+        cls: A class with a ``tree_flatten(self) -> (children, node_data)`` method and a
+            ``tree_unflatten(cls, node_data, children)`` classmethod.
+
+    Returns:
+        ``cls``, unchanged.
+
     Raises:
         ValueError: If ``cls`` is already registered.
     """
@@ -409,6 +416,13 @@ def register_pytree_with_keys_class(cls: C) -> C:
     >>> [keystr(path) for path, _ in tree_leaves_with_path({'box': Box(1)})]
     ["['box'].v"]
     >>> _remove(Box)
+
+    Args:
+        cls: A class with a ``tree_flatten_with_keys(self) -> ((key entry, child) pairs,
+            node_data)`` method and a ``tree_unflatten(cls, node_data, children)`` classmethod.
+
+    Returns:
+        ``cls``, unchanged.
 
     Raises:
         ValueError: If ``cls`` is already registered.
@@ -452,6 +466,9 @@ def register_dataclass(
         data_fields: Attribute names whose values are children (key entries :class:`GetAttrKey`).
         meta_fields: Attribute names whose values are node data; they must be hashable.
         drop_fields: Dataclass ``init`` fields that are neither (rebuilt by their defaults).
+
+    Returns:
+        ``nodetype``, unchanged.
 
     Raises:
         TypeError: If only one of ``data_fields`` / ``meta_fields`` is given, or neither for a
@@ -509,6 +526,13 @@ def static(**kwargs: Any) -> Any:
     >>> import dataclasses
     >>> dataclasses.field(metadata={'static': True}, default=1).metadata == static(default=1).metadata
     True
+
+    Args:
+        **kwargs: Passed to ``dataclasses.field``; a ``metadata`` mapping is copied and gets
+            ``'static': True`` added.
+
+    Returns:
+        The field, for a dataclass body (``act: str = static(default='relu')``).
     """
     metadata = dict(kwargs.pop("metadata", None) or {})
     metadata["static"] = True
@@ -527,6 +551,12 @@ def register_static(cls: C) -> C:
     ([1], PyTreeDef([*, CustomNode(Tag[relu], [])]))
     >>> _remove(Tag)
 
+    Args:
+        cls: The class; matched exactly.
+
+    Returns:
+        ``cls``, unchanged.
+
     Raises:
         ValueError: If ``cls`` is already registered.
     """
@@ -543,6 +573,13 @@ def is_tree_node(typ: type) -> bool:
 
     >>> is_tree_node(dict), is_tree_node(type(None)), is_tree_node(int)
     (True, True, False)
+
+    Args:
+        typ: A class (not an instance).
+
+    Returns:
+        ``True`` for built-in containers, ``NoneType``, namedtuple classes and registered
+        classes; ``False`` for everything else, subclasses of registered classes included.
     """
     return lookup(typ) is not None
 
@@ -561,6 +598,13 @@ def flatten_one_level(tree: Any) -> tuple[Iterable[Any], Hashable]:
     >>> flatten_one_level({'b': [1, 2], 'a': 3})
     ((3, [1, 2]), ('a', 'b'))
 
+    Args:
+        tree: A node (not a leaf).
+
+    Returns:
+        ``(children, node_data)``: the root's children in leaf order, and its node data
+        (sorted keys for a dict, the class for a namedtuple, ``None`` for lists and tuples).
+
     Raises:
         ValueError: If ``tree`` is a leaf.
     """
@@ -575,6 +619,13 @@ def flatten_one_level_with_keys(tree: Any) -> tuple[Iterable[tuple[KeyEntry, Any
 
     >>> flatten_one_level_with_keys([1, 2])
     (((SequenceKey(idx=0), 1), (SequenceKey(idx=1), 2)), None)
+
+    Args:
+        tree: A node (not a leaf).
+
+    Returns:
+        ``(pairs, node_data)``: a tuple of ``(key entry, child)`` pairs and the node data,
+        as :func:`flatten_one_level`.
 
     Raises:
         ValueError: If ``tree`` is a leaf.
