@@ -46,6 +46,8 @@ class StructureMismatchError(ValueError):
         hint: How to fix it, the message's second line (``None`` for no hint).
     """
 
+    __module__ = "treekit"  # tracebacks and reprs show the public name
+
     def __init__(
         self,
         label: str,
@@ -91,6 +93,8 @@ class TreeCycleError(ValueError):
         path: The key path where the cycle closes: the container found again.
         ancestor: The key path of that same container higher up (``()``: the root).
     """
+
+    __module__ = "treekit"  # tracebacks and reprs show the public name
 
     def __init__(self, label: str, path: KeyPath, ancestor: KeyPath, what: str) -> None:
         super().__init__(
