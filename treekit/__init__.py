@@ -8,6 +8,7 @@ model code keeps rewriting.
 
 from typing import TYPE_CHECKING, Any
 
+from treekit import _jax
 from treekit import tree as tree
 from treekit._at import tree_at as tree_at
 from treekit._at import tree_get as tree_get
@@ -161,3 +162,5 @@ __all__ = [
     "treedef_is_strict_leaf",
     "treedef_tuple",
 ]
+
+_jax.install()  # bridge to JAX's registry now if jax is imported, else when it is

@@ -26,13 +26,27 @@ class StructureMismatchError(ValueError):
 
         rest[0]['layers'][1]: expected list of length 2, got list of length 3
 
+    >>> from treekit import tree_map
+    >>> try:
+    ...     tree_map(lambda a, b: a + b, {'layers': [1, 2]}, {'layers': [1, 2, 3]})
+    ... except StructureMismatchError as err:
+    ...     print(err)
+    ...     print(err.label, err.path)
+    rest[0]['layers']: expected list of length 2, got list of length 3
+    rest[0] (DictKey(key='layers'),)
+
+    The constructor takes the attributes below, in this order.
+
     Attributes:
         label: The argument that differs, as named in the message.
         path: The key path of the first difference, from that argument's root.
         expected: What the reference structure has there.
         got: What the argument has there.
         detail: What exactly differs (missing and extra dict keys, ...), or ``None``.
+        hint: How to fix it, the message's second line (``None`` for no hint).
     """
+
+    __module__ = "treekit"  # tracebacks and reprs show the public name
 
     def __init__(
         self,
@@ -59,7 +73,28 @@ class TreeCycleError(ValueError):
     """A container is its own descendant; ``path`` is where the cycle closes.
 
     The message reads ``<label><key path>: expected a tree, got a cycle (...)``.
+
+    >>> from treekit import tree_leaves
+    >>> tree = {'a': []}
+    >>> tree['a'].append(tree)
+    >>> try:
+    ...     tree_leaves(tree)
+    ... except TreeCycleError as err:
+    ...     print(err)
+    ...     print(err.path, err.ancestor)
+    tree['a'][0]: expected a tree, got a cycle (this dict is the same object as its ancestor tree)
+    (DictKey(key='a'), SequenceKey(idx=0)) ()
+
+    The constructor takes ``(label, path, ancestor, what)``, ``what`` being the container's
+    type name (``dict``).
+
+    Attributes:
+        label: The argument holding the cycle.
+        path: The key path where the cycle closes: the container found again.
+        ancestor: The key path of that same container higher up (``()``: the root).
     """
+
+    __module__ = "treekit"  # tracebacks and reprs show the public name
 
     def __init__(self, label: str, path: KeyPath, ancestor: KeyPath, what: str) -> None:
         super().__init__(

@@ -91,7 +91,19 @@ class FlattenedIndexKey:
 
 @runtime_checkable
 class UserKey(Protocol):
-    """What a user-defined key entry provides: a ``str``, a hash and ``get(parent)``."""
+    """What a user-defined key entry provides: a ``str``, a hash and ``get(parent)``.
+
+    Any object with these three works as a key entry in ``flatten_with_keys`` functions;
+    :func:`keystr` joins the ``str`` of each entry.
+
+    >>> class ItemKey:
+    ...     def __init__(self, name): self.name = name
+    ...     def __str__(self): return f'<{self.name}>'
+    ...     def __hash__(self): return hash(self.name)
+    ...     def get(self, parent): return parent.items[self.name]
+    >>> isinstance(ItemKey('w'), UserKey), keystr((DictKey('layer'), ItemKey('w')))
+    (True, "['layer']<w>")
+    """
 
     def __str__(self) -> str: ...
 

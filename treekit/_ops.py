@@ -50,10 +50,14 @@ def tree_flatten(tree: PyTree, is_leaf: IsLeaf | None = None) -> tuple[list[Any]
         tree: Any pytree. Dict leaves come in sorted-key order (keys that do not compare are
             grouped by type, see :func:`treekit.tree_leaves`); ``None`` is a node with no
             children, so it has no leaves.
-        is_leaf: Called on every subtree before it is looked up; ``True`` makes it a leaf.
+        is_leaf: Called on every subtree before it is looked up; ``True`` makes it a leaf
+            (see :ref:`is-leaf`). Every function taking ``is_leaf`` uses it this way.
+
+    Returns:
+        ``(leaves, treedef)``: the leaves as a list, and the structure as a :class:`TreeDef`.
 
     Raises:
-        TreeCycleError: If a container is its own descendant (a ``ValueError``).
+        TreeCycleError: If ``tree`` holds a cycle (a ``ValueError``); the message names its key path.
         TypeError: If a registered flatten function fails; the message names the key path.
     """
     leaves, treedef, _ = flatten(tree, is_leaf)
@@ -68,6 +72,13 @@ def tree_unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> PyTree:
     >>> leaves, treedef = tree_flatten({'b': 1, 'a': 2})
     >>> tree_unflatten(treedef, [10, 20])
     {'b': 20, 'a': 10}
+
+    Args:
+        treedef: The structure, from :func:`tree_flatten` or :func:`tree_structure`.
+        leaves: The leaves, in the order :func:`tree_flatten` gives them.
+
+    Returns:
+        The tree.
 
     Raises:
         ValueError: If the number of leaves is not ``treedef.num_leaves``.
@@ -90,8 +101,12 @@ def tree_leaves(tree: PyTree, is_leaf: IsLeaf | None = None) -> list[Any]:
         tree: Any pytree.
         is_leaf: Called on every subtree; ``True`` stops descent there.
 
+    Returns:
+        The leaves, as a list.
+
     Raises:
-        TreeCycleError: If ``tree`` holds a cycle; the message names its key path.
+        TreeCycleError: If ``tree`` holds a cycle (a ``ValueError``); the message names its key path.
+        TypeError: If a registered flatten function fails; the message names the key path.
     """
     return flatten(tree, is_leaf)[0]
 
@@ -101,6 +116,16 @@ def tree_structure(tree: PyTree, is_leaf: IsLeaf | None = None) -> TreeDef:
 
     >>> tree_structure((1, [2, None]))
     PyTreeDef((*, [*, None]))
+
+    Args:
+        tree: Any pytree.
+        is_leaf: As in :func:`tree_flatten`.
+
+    Returns:
+        The :class:`TreeDef` of ``tree``.
+
+    Raises:
+        TreeCycleError: If ``tree`` holds a cycle; also ``TypeError`` as :func:`tree_flatten`.
     """
     return flatten(tree, is_leaf)[1]
 
@@ -118,6 +143,12 @@ def tree_flatten_with_path(
         tree: Any pytree.
         is_leaf: As in :func:`tree_flatten`, or ``is_leaf(path, x)`` with ``is_leaf_takes_path``.
         is_leaf_takes_path: Call ``is_leaf`` with the subtree's key path first.
+
+    Returns:
+        ``(pairs, treedef)``: a list of ``(key path, leaf)`` pairs, and the structure.
+
+    Raises:
+        TreeCycleError: If ``tree`` holds a cycle; also ``TypeError`` as :func:`tree_flatten`.
     """
     leaves, treedef, paths = flatten(tree, is_leaf, True, is_leaf_takes_path)
     assert paths is not None
@@ -132,6 +163,17 @@ def tree_leaves_with_path(
     >>> from treekit import keystr
     >>> [(keystr(p), x) for p, x in tree_leaves_with_path([1, {'k': (2,)}])]
     [('[0]', 1), ("[1]['k'][0]", 2)]
+
+    Args:
+        tree: Any pytree.
+        is_leaf: As in :func:`tree_flatten_with_path`.
+        is_leaf_takes_path: As in :func:`tree_flatten_with_path`.
+
+    Returns:
+        A list of ``(key path, leaf)`` pairs; a key path is a tuple of key entries.
+
+    Raises:
+        TreeCycleError: If ``tree`` holds a cycle; also ``TypeError`` as :func:`tree_flatten`.
     """
     return tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path)[0]
 
@@ -155,10 +197,15 @@ def tree_map(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: IsLeaf
             leaf, a ``rest`` tree may hold a whole subtree, passed to ``f`` as it is.
         is_leaf: Applies to ``tree`` only, as in jax.
 
+    Returns:
+        A tree of ``tree``'s structure holding ``f``'s results (dicts in ``tree``'s key
+        insertion order).
+
     Raises:
         StructureMismatchError: If a ``rest`` tree differs from ``tree``; the message names
             the argument (``rest[0]``) and the key path, e.g.
             ``rest[0]['layers'][1]: expected list of length 2, got list of length 3``.
+        TreeCycleError: If ``tree`` holds a cycle.
     """
     leaves, treedef, _ = flatten(tree, is_leaf)
     if not rest:
@@ -178,6 +225,20 @@ def tree_map_with_path(
     >>> from treekit import keystr
     >>> tree_map_with_path(lambda p, x: f'{keystr(p)}={x}', {'a': [1, 2]})
     {'a': ["['a'][0]=1", "['a'][1]=2"]}
+
+    Args:
+        f: Called as ``f(key_path, leaf, *matching)``.
+        tree: As in :func:`tree_map`.
+        *rest: As in :func:`tree_map`.
+        is_leaf: As in :func:`tree_flatten_with_path`.
+        is_leaf_takes_path: As in :func:`tree_flatten_with_path`.
+
+    Returns:
+        A tree of ``tree``'s structure holding ``f``'s results.
+
+    Raises:
+        StructureMismatchError: As :func:`tree_map`.
+        TreeCycleError: If ``tree`` holds a cycle.
     """
     leaves, treedef, paths = flatten(tree, is_leaf, True, is_leaf_takes_path)
     assert paths is not None
@@ -209,8 +270,18 @@ def tree_reduce(
     >>> tree_reduce(operator.add, [], 0)
     0
 
+    Args:
+        function: Called as ``function(accumulated, leaf)``, left to right.
+        tree: Any pytree.
+        initializer: The starting value; without it, the first leaf.
+        is_leaf: As in :func:`tree_flatten`.
+
+    Returns:
+        The last value ``function`` returned (or ``initializer`` / the single leaf).
+
     Raises:
         TypeError: If ``tree`` has no leaves and no ``initializer`` is given.
+        TreeCycleError: If ``tree`` holds a cycle.
     """
     leaves = flatten(tree, is_leaf)[0]
     if initializer is _UNSPECIFIED:
@@ -227,8 +298,19 @@ def tree_reduce_associative(
     >>> tree_reduce_associative(operator.add, [1, 2, 3, 4, 5])
     15
 
+    Args:
+        operation: An associative ``(a, b) -> c``; leaves are paired as jax pairs them
+            (split at ``len // 2``), so a non-associative one gives jax's result.
+        tree: Any pytree.
+        identity: Returned for a tree without leaves.
+        is_leaf: As in :func:`tree_flatten`.
+
+    Returns:
+        The combined value.
+
     Raises:
         TypeError: If ``tree`` has no leaves and no ``identity`` is given.
+        TreeCycleError: If ``tree`` holds a cycle.
     """
     level = flatten(tree, is_leaf)[0]
     if not level:
@@ -262,6 +344,16 @@ def tree_all(tree: PyTree, *, is_leaf: IsLeaf | None = None) -> bool:
 
     >>> tree_all([True, {'a': 1}]), tree_all([True, 0]), tree_all([])
     (True, False, True)
+
+    Args:
+        tree: Any pytree.
+        is_leaf: As in :func:`tree_flatten`.
+
+    Returns:
+        ``all(tree_leaves(tree))``.
+
+    Raises:
+        TreeCycleError: If ``tree`` holds a cycle.
     """
     return all(flatten(tree, is_leaf)[0])
 
@@ -271,6 +363,13 @@ def all_leaves(iterable: Iterable[Any], is_leaf: IsLeaf | None = None) -> bool:
 
     >>> all_leaves([1, 'a', 2.0]), all_leaves([1, [2]]), all_leaves([None])
     (True, False, False)
+
+    Args:
+        iterable: The items to test (not a tree: its own type does not matter).
+        is_leaf: As in :func:`tree_flatten`; an item it accepts is a leaf.
+
+    Returns:
+        Whether flattening each item would give that item back as a single leaf.
     """
     if is_leaf is None:
         return all(lookup(type(x)) is None for x in iterable)
@@ -291,6 +390,10 @@ def tree_transpose(outer_treedef: TreeDef, inner_treedef: TreeDef | None, pytree
         inner_treedef: The structure under each outer leaf; ``None`` takes it from the
             first outer leaf's subtree.
         pytree_to_transpose: The tree.
+
+    Returns:
+        A tree of structure ``inner_treedef`` whose leaves are trees of structure
+        ``outer_treedef``.
 
     Raises:
         StructureMismatchError: If the tree is not ``outer`` composed with ``inner``; the
@@ -321,6 +424,10 @@ def tree_broadcast(prefix_tree: PyTree, full_tree: PyTree, is_leaf: IsLeaf | Non
         full_tree: The tree whose structure the result has.
         is_leaf: Applies to ``prefix_tree``.
 
+    Returns:
+        A tree of ``full_tree``'s structure whose leaves are the matching leaves of
+        ``prefix_tree``.
+
     Raises:
         StructureMismatchError: If ``full_tree`` does not extend ``prefix_tree``; labelled
             ``full_tree``.
@@ -339,6 +446,12 @@ def treedef_children(treedef: TreeDef) -> list[TreeDef]:
 
     >>> treedef_children(tree_structure([(1, 2), 3]))
     [PyTreeDef((*, *)), PyTreeDef(*)]
+
+    Args:
+        treedef: Any treedef.
+
+    Returns:
+        A list of treedefs, ``[]`` for a leaf or a node without children.
     """
     return treedef.children()
 
@@ -348,6 +461,12 @@ def treedef_is_leaf(treedef: TreeDef) -> bool:
 
     >>> treedef_is_leaf(tree_structure(1)), treedef_is_leaf(tree_structure(None))
     (True, True)
+
+    Args:
+        treedef: Any treedef.
+
+    Returns:
+        Whether ``treedef.num_nodes == 1`` (jax's definition).
     """
     return treedef.num_nodes == 1
 
@@ -357,6 +476,12 @@ def treedef_is_strict_leaf(treedef: TreeDef) -> bool:
 
     >>> treedef_is_strict_leaf(tree_structure(1)), treedef_is_strict_leaf(tree_structure(None))
     (True, False)
+
+    Args:
+        treedef: Any treedef.
+
+    Returns:
+        Whether ``treedef`` is the structure of a single leaf.
     """
     return treedef.num_nodes == 1 and treedef.num_leaves == 1
 
@@ -366,5 +491,11 @@ def treedef_tuple(treedefs: Iterable[TreeDef]) -> TreeDef:
 
     >>> treedef_tuple([tree_structure([1, 2]), tree_structure({'a': 3})])
     PyTreeDef(([*, *], {'a': *}))
+
+    Args:
+        treedefs: The children's structures, in order.
+
+    Returns:
+        The :class:`TreeDef` of a tuple of trees of those structures.
     """
     return tuple_of(treedefs)

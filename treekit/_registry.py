@@ -65,11 +65,18 @@ def dict_keys(ntype: NodeType, node_data: Any) -> Sequence[Any]:
     return node_data  # type: ignore[no-any-return]
 
 
-# The registry: exact type -> NodeType. Reads are lock-free dict lookups; writes hold _LOCK.
+# The registry: exact type -> NodeType. Writes hold _LOCK.
 _REGISTRY: dict[type, NodeType] = {}
+# What the walkers read, lock-free: the registry plus the answer for every other type seen so
+# far (the shared namedtuple entry, another registry's entry, or None for a leaf type).
+TYPES: dict[type, NodeType | None] = {}
+MISSING: Any = object()
 _LOCK = threading.Lock()
-# Called with each NodeType registered after import (the JAX bridge listens here).
+# Called with each NodeType registered (the JAX bridge mirrors registrations from here).
 _LISTENERS: list[Callable[[NodeType], None]] = []
+# Asked about types that are neither registered nor namedtuples (the JAX bridge adds one).
+_FOREIGN: list[Callable[[type], NodeType | None]] = []
+_CACHE_LIMIT = 100_000
 
 
 class _NamedTuple:
@@ -77,20 +84,40 @@ class _NamedTuple:
 
 
 def _by_key(key: type) -> NodeType:
-    if key is _NamedTuple:
-        return NAMEDTUPLE
-    try:
-        return _REGISTRY[key]
-    except KeyError:
-        raise ValueError(f"cannot unpickle a treedef: {key.__qualname__} is not registered") from None
+    ntype = NAMEDTUPLE if key is _NamedTuple else lookup(key)
+    if ntype is None:
+        raise ValueError(f"cannot unpickle a treedef: {key.__qualname__} is not registered")
+    return ntype
 
 
 def lookup(cls: type) -> NodeType | None:
-    """The entry for ``cls``: exact type, then the namedtuple fallback; ``None`` for a leaf."""
-    ntype = _REGISTRY.get(cls)
-    if ntype is None and issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        return NAMEDTUPLE
+    """The entry for ``cls``: exact type, then the namedtuple fallback, then other registries
+    (JAX's, once JAX is imported); ``None`` for a leaf type."""
+    ntype = TYPES.get(cls, MISSING)
+    return resolve(cls) if ntype is MISSING else ntype
+
+
+def resolve(cls: type) -> NodeType | None:
+    """Answer ``lookup`` for a type not seen before, and remember the answer."""
+    ntype: NodeType | None = None
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        ntype = NAMEDTUPLE
+    else:
+        for find in _FOREIGN:
+            ntype = find(cls)
+            if ntype is not None:
+                break
+    if len(TYPES) > _CACHE_LIMIT:
+        forget_answers()
+    TYPES[cls] = ntype
     return ntype
+
+
+def forget_answers() -> None:
+    """Drop remembered answers for unregistered types (when another registry appears)."""
+    with _LOCK:
+        TYPES.clear()
+        TYPES.update(_REGISTRY)
 
 
 def _add(ntype: NodeType) -> None:
@@ -99,6 +126,7 @@ def _add(ntype: NodeType) -> None:
             name = f"{ntype.type.__module__}.{ntype.type.__qualname__}"
             raise ValueError(f"{name} is already registered as a pytree node")
         _REGISTRY[ntype.type] = ntype
+        TYPES[ntype.type] = ntype
     for listener in list(_LISTENERS):
         listener(ntype)
 
@@ -107,6 +135,7 @@ def _remove(cls: type) -> None:
     """Forget ``cls`` (tests' fixtures use it; JAX's registry, if mirrored, keeps it)."""
     with _LOCK:
         del _REGISTRY[cls]
+        TYPES.pop(cls, None)
 
 
 # -- key entries, shared so that flattening with paths allocates no keys ----------------------
@@ -228,6 +257,7 @@ DEFAULTDICT = NodeType(
 NONE = NodeType(type(None), _flatten_none, lambda _, c: None, "none")
 for _ntype in (LIST, TUPLE, DICT, ORDEREDDICT, DEFAULTDICT, NONE):
     _REGISTRY[_ntype.type] = _ntype
+TYPES.update(_REGISTRY)
 
 
 # -- user registrations -------------------------------------------------------------------------
@@ -357,6 +387,13 @@ def register_pytree_node_class(cls: C) -> C:
     [1, 2, 3]
     >>> _remove(Box)
 
+    Args:
+        cls: A class with a ``tree_flatten(self) -> (children, node_data)`` method and a
+            ``tree_unflatten(cls, node_data, children)`` classmethod.
+
+    Returns:
+        ``cls``, unchanged.
+
     Raises:
         ValueError: If ``cls`` is already registered.
     """
@@ -379,6 +416,13 @@ def register_pytree_with_keys_class(cls: C) -> C:
     >>> [keystr(path) for path, _ in tree_leaves_with_path({'box': Box(1)})]
     ["['box'].v"]
     >>> _remove(Box)
+
+    Args:
+        cls: A class with a ``tree_flatten_with_keys(self) -> ((key entry, child) pairs,
+            node_data)`` method and a ``tree_unflatten(cls, node_data, children)`` classmethod.
+
+    Returns:
+        ``cls``, unchanged.
 
     Raises:
         ValueError: If ``cls`` is already registered.
@@ -422,6 +466,9 @@ def register_dataclass(
         data_fields: Attribute names whose values are children (key entries :class:`GetAttrKey`).
         meta_fields: Attribute names whose values are node data; they must be hashable.
         drop_fields: Dataclass ``init`` fields that are neither (rebuilt by their defaults).
+
+    Returns:
+        ``nodetype``, unchanged.
 
     Raises:
         TypeError: If only one of ``data_fields`` / ``meta_fields`` is given, or neither for a
@@ -479,6 +526,13 @@ def static(**kwargs: Any) -> Any:
     >>> import dataclasses
     >>> dataclasses.field(metadata={'static': True}, default=1).metadata == static(default=1).metadata
     True
+
+    Args:
+        **kwargs: Passed to ``dataclasses.field``; a ``metadata`` mapping is copied and gets
+            ``'static': True`` added.
+
+    Returns:
+        The field, for a dataclass body (``act: str = static(default='relu')``).
     """
     metadata = dict(kwargs.pop("metadata", None) or {})
     metadata["static"] = True
@@ -497,6 +551,12 @@ def register_static(cls: C) -> C:
     ([1], PyTreeDef([*, CustomNode(Tag[relu], [])]))
     >>> _remove(Tag)
 
+    Args:
+        cls: The class; matched exactly.
+
+    Returns:
+        ``cls``, unchanged.
+
     Raises:
         ValueError: If ``cls`` is already registered.
     """
@@ -513,6 +573,13 @@ def is_tree_node(typ: type) -> bool:
 
     >>> is_tree_node(dict), is_tree_node(type(None)), is_tree_node(int)
     (True, True, False)
+
+    Args:
+        typ: A class (not an instance).
+
+    Returns:
+        ``True`` for built-in containers, ``NoneType``, namedtuple classes and registered
+        classes; ``False`` for everything else, subclasses of registered classes included.
     """
     return lookup(typ) is not None
 
@@ -531,6 +598,13 @@ def flatten_one_level(tree: Any) -> tuple[Iterable[Any], Hashable]:
     >>> flatten_one_level({'b': [1, 2], 'a': 3})
     ((3, [1, 2]), ('a', 'b'))
 
+    Args:
+        tree: A node (not a leaf).
+
+    Returns:
+        ``(children, node_data)``: the root's children in leaf order, and its node data
+        (sorted keys for a dict, the class for a namedtuple, ``None`` for lists and tuples).
+
     Raises:
         ValueError: If ``tree`` is a leaf.
     """
@@ -545,6 +619,13 @@ def flatten_one_level_with_keys(tree: Any) -> tuple[Iterable[tuple[KeyEntry, Any
 
     >>> flatten_one_level_with_keys([1, 2])
     (((SequenceKey(idx=0), 1), (SequenceKey(idx=1), 2)), None)
+
+    Args:
+        tree: A node (not a leaf).
+
+    Returns:
+        ``(pairs, node_data)``: a tuple of ``(key entry, child)`` pairs and the node data,
+        as :func:`flatten_one_level`.
 
     Raises:
         ValueError: If ``tree`` is a leaf.

@@ -7,7 +7,7 @@ from typing import Any
 
 from treekit._errors import TreeCycleError
 from treekit._keys import KeyPath
-from treekit._registry import _REGISTRY, NAMEDTUPLE, NodeType
+from treekit._registry import MISSING, TYPES, NodeType, resolve
 from treekit._treedef import LEAF, Node, TreeDef
 
 __all__ = ["IsLeaf", "flatten"]
@@ -30,7 +30,7 @@ def flatten(
     descendant raises :class:`TreeCycleError` naming where the cycle closes. The plain
     variants are this walk with ``with_path=False``: keys are neither made nor kept.
     """
-    get = _REGISTRY.get
+    get = TYPES.get
     leaves: list[Any] = []
     nodes: list[Node] = []
     paths: list[KeyPath] | None = [] if with_path else None
@@ -68,18 +68,17 @@ def flatten(
                             prefix = tuple(keypath)
                         paths.append((*prefix, keys[i - 1]) if stack else ())
                     continue
-            cls = type(child)
-            child_type = get(cls)
+            child_type = get(type(child), MISSING)
+            if child_type is MISSING:
+                child_type = resolve(type(child))
             if child_type is None:
-                if not (issubclass(cls, tuple) and hasattr(cls, "_fields")):
-                    leaves.append(child)
-                    nodes.append(LEAF)
-                    if paths is not None:
-                        if prefix is None:
-                            prefix = tuple(keypath)
-                        paths.append((*prefix, keys[i - 1]) if stack else ())
-                    continue
-                child_type = NAMEDTUPLE
+                leaves.append(child)
+                nodes.append(LEAF)
+                if paths is not None:
+                    if prefix is None:
+                        prefix = tuple(keypath)
+                    paths.append((*prefix, keys[i - 1]) if stack else ())
+                continue
             try:
                 kids, kid_data, kid_keys = child_type.flatten(child, with_path)
             except Exception as exc:

@@ -149,6 +149,12 @@ class TreeDef:
         >>> tree_structure({'b': 0, 'a': 0}).unflatten([1, 2])
         {'b': 2, 'a': 1}
 
+        Args:
+            leaves: An iterable of exactly ``num_leaves`` items, in leaf order.
+
+        Returns:
+            The tree.
+
         Raises:
             ValueError: If ``leaves`` does not hold exactly ``num_leaves`` items.
         """
@@ -181,6 +187,13 @@ class TreeDef:
         >>> from treekit import tree_structure
         >>> tree_structure([0, {'a': 0}]).flatten_up_to([(1, 2), {'a': [3]}])
         [(1, 2), [3]]
+
+        Args:
+            tree: A tree with this structure, or one whose structure extends it (whole
+                subtrees where this treedef has leaves).
+
+        Returns:
+            A list of ``num_leaves`` subtrees of ``tree``, in leaf order.
 
         Raises:
             StructureMismatchError: If ``tree`` differs from this structure above its leaves;
@@ -259,6 +272,9 @@ class TreeDef:
         >>> from treekit import tree_structure
         >>> tree_structure([(1, 2), 3]).children()
         [PyTreeDef((*, *)), PyTreeDef(*)]
+
+        Returns:
+            A list of treedefs, one per child of the root.
         """
         nodes = self._nodes
         out: list[TreeDef] = []
@@ -276,6 +292,11 @@ class TreeDef:
         >>> from treekit import tree_structure
         >>> tree_structure({'b': 1, 'a': 2}).node_data()
         (<class 'dict'>, ['a', 'b'])
+
+        Returns:
+            ``(type, node_data)``: for a dict, its sorted keys as a list; for a namedtuple
+            ``(the class, None)``; for a registered class, the node data its flatten
+            function gave. ``None`` for a leaf.
         """
         ntype, data = self._nodes[-1][0], self._nodes[-1][1]
         if ntype is None:
@@ -292,6 +313,12 @@ class TreeDef:
         >>> from treekit import tree_structure
         >>> tree_structure([0, 0]).compose(tree_structure((0, 0)))
         PyTreeDef([(*, *), (*, *)])
+
+        Args:
+            inner: The structure to put at each leaf.
+
+        Returns:
+            The composed :class:`TreeDef`; its ``num_leaves`` is the product of the two.
         """
         inner_nodes = inner._nodes
         inner_leaves, extra = inner.num_leaves, inner.num_nodes - 1
@@ -362,6 +389,7 @@ def _render(nodes: tuple[Node, ...]) -> str:
         elif kind == "namedtuple":
             text = f"CustomNode(namedtuple[{data.__name__}], [{', '.join(children)}])"
         else:
-            text = f"CustomNode({ntype.type.__name__}[{data}], [{', '.join(children)}])"
+            shown = data.node_data()[1] if kind == "jax" else data  # JAX-only: JAX's node data
+            text = f"CustomNode({ntype.type.__name__}[{shown}], [{', '.join(children)}])"
         stack.append(text)
     return stack[0]

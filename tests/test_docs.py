@@ -1,0 +1,348 @@
+"""The docs: the Sphinx site builds with warnings as errors and documents every public name;
+every public callable has a runnable example and its Args/Returns sections.
+
+The pages' own examples run as doctests (pytest collects docs/*.md), not here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import re
+import subprocess
+import sys
+import warnings
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+import treekit
+from treekit import tree
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def _public_callables() -> list[tuple[str, Any]]:
+    out = []
+    for name in treekit.__all__:
+        obj = getattr(treekit, name)
+        if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__.startswith("treekit"):
+            out.append((name, obj))
+    return out
+
+
+PUBLIC = _public_callables()
+FUNCTIONS = [(name, obj) for name, obj in PUBLIC if inspect.isfunction(obj)]
+
+
+def _args_section(doc: str) -> list[str]:
+    """The parameter names an ``Args:`` section documents, ``*rest`` and ``**kwargs`` included."""
+    lines = doc.splitlines()
+    start = next((k for k, line in enumerate(lines) if line.strip() == "Args:"), None)
+    if start is None:
+        return []
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    names = []
+    for line in lines[start + 1 :]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        match = re.match(rf"^ {{{indent + 4}}}(\*{{0,2}}\w+)( \(.*\))?:", line)
+        if match:
+            names.append(match.group(1))
+    return names
+
+
+def _signature_names(fn: Any) -> list[str]:
+    stars = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
+    return [stars.get(p.kind, "") + p.name for p in inspect.signature(fn).parameters.values()]
+
+
+@pytest.mark.parametrize(("name", "obj"), PUBLIC, ids=[name for name, _ in PUBLIC])
+def test_public_callable_has_an_example(name: str, obj: Any) -> None:
+    doc = inspect.getdoc(obj) or ""
+    assert doc.strip(), f"{name} has no docstring"
+    assert ">>>" in doc, f"{name}'s docstring has no >>> example"
+
+
+@pytest.mark.parametrize(("name", "fn"), FUNCTIONS, ids=[name for name, _ in FUNCTIONS])
+def test_public_function_documents_args_and_returns(name: str, fn: Any) -> None:
+    doc = inspect.getdoc(fn) or ""
+    assert _args_section(doc) == _signature_names(fn), f"{name}: Args section does not list its parameters"
+    if inspect.signature(fn).return_annotation not in ("None", None):
+        assert re.search(r"^Returns:$", doc, re.M), f"{name}: no Returns section"
+
+
+def test_args_section_parser() -> None:
+    doc = (
+        "Summary.\n\nArgs:\n    f: A function.\n    *rest: Trees; see\n        f: not a parameter.\n"
+        "    x (int): Typed.\n\nReturns:\n    y\n"
+    )
+    assert _args_section(doc) == ["f", "*rest", "x"]
+
+
+def test_api_page_maps_each_short_name_to_its_long_name() -> None:
+    text = (DOCS / "api.md").read_text()
+    pairs = re.findall(r"^\.\. py:function:: (\w+)\n\n   Same object as :func:`treekit\.(\w+)`\.$", text, re.M)
+    assert sorted(short for short, _ in pairs) == sorted(tree.__all__)
+    for short, long in pairs:
+        assert getattr(tree, short) is getattr(treekit, long), (short, long)
+
+
+def _inventory_names(path: Path) -> set[str]:
+    """Object names in a Sphinx ``objects.inv`` (version 2: four header lines, then zlib)."""
+    data = path.read_bytes()
+    header_end = 0
+    for _ in range(4):
+        header_end = data.index(b"\n", header_end) + 1
+    assert data.startswith(b"# Sphinx inventory version 2")
+    body = zlib.decompress(data[header_end:]).decode()
+    return {line.split(" ", 1)[0] for line in body.splitlines() if line}
+
+
+@pytest.fixture(scope="module")
+def html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    for module in ("sphinx", "myst_parser", "furo"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed (pip install -e '.[docs]')")
+    out = tmp_path_factory.mktemp("html")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "TREEKIT_DOCS_INTERSPHINX": "local",  # never the network
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, f"sphinx-build -W failed:\n{result.stdout}\n{result.stderr}"
+    return out
+
+
+def test_sphinx_build_passes_with_warnings_as_errors(html: Path) -> None:
+    assert (html / "index.html").is_file()
+    assert (html / "api.html").is_file()
+
+
+def test_api_reference_documents_every_public_name(html: Path) -> None:
+    names = _inventory_names(html / "objects.inv")
+    expected = {f"treekit.{name}" for name in treekit.__all__ if name != "tree"}
+    expected |= {"treekit.tree"} | {f"treekit.tree.{name}" for name in tree.__all__}
+    assert sorted(expected - names) == []
+
+
+# -- docs/migration.md: its tables cover the other libraries, and its claims about them hold --
+CHECKED = "jax 0.10.2, optree 0.20.0, dm-tree 0.1.10"  # as the page says
+
+
+def _migration_tables() -> dict[str, dict[str, str]]:
+    """``{section heading: {name in the first column: second column}}`` of docs/migration.md."""
+    tables: dict[str, dict[str, str]] = {}
+    section = ""
+    for line in (DOCS / "migration.md").read_text().splitlines():
+        if line.startswith("## "):
+            section = line[3:]
+        elif line.startswith("| `"):
+            first, second = (cell.strip() for cell in line.strip("|").split(" | ", 1))
+            for name in re.findall(r"`(\w+)[`(]", first):
+                tables.setdefault(section, {})[name] = second
+    return tables
+
+
+def _public(module: Any) -> list[str]:
+    names = getattr(module, "__all__", None) or [n for n in dir(module) if not n.startswith("_")]
+    return [n for n in names if not inspect.ismodule(getattr(module, n, None))]
+
+
+@pytest.mark.parametrize(
+    ("section", "module", "ours"),
+    [
+        ("From `jax.tree_util` and `jax.tree`", "jax.tree_util", treekit),
+        ("From `jax.tree_util` and `jax.tree`", "jax.tree", tree),
+        ("From optree", "optree", None),
+        ("From dm-tree", "tree", None),
+    ],
+    ids=["jax.tree_util", "jax.tree", "optree", "dm-tree"],
+)
+def test_migration_page_maps_every_public_name(section: str, module: str, ours: Any) -> None:
+    lib = pytest.importorskip(module)
+    table = _migration_tables()[section]
+    if module == "tree":
+        public = list(lib.__all__)
+    else:
+        public = _public(lib)
+    assert sorted(set(public) - set(table)) == []
+    for name in public:
+        if table[name] == "same names" or table[name].startswith("same names;"):
+            assert ours is None or hasattr(ours, name), f"{name} is not in {ours.__name__}"
+        if ours is not None and not hasattr(ours, name):
+            assert table[name].startswith("none"), f"treekit has no {name}, the page says {table[name]!r}"
+
+
+def _deep(depth: int) -> Any:
+    out: Any = 0
+    for _ in range(depth):
+        out = [out]
+    return out
+
+
+def _message(fn: Any) -> str:
+    try:
+        fn()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "no error"
+
+
+class Claim(NamedTuple):
+    """A claim of docs/migration.md: ``check(importlib.import_module(module)) == expected``."""
+
+    name: str
+    module: str
+    check: Callable[[Any], Any]
+    expected: Any
+
+
+def _claims() -> list[Claim]:
+    """What docs/migration.md says of the other libraries."""
+    mismatch = ({"layers": [1, 2]}, {"layers": [1, 2, 3]})
+    inner_bad = [{"a": 1, "b": 2}, {"a": 3, "c": 4}]
+    mixed = [{"a": "str", 1: "int"}, {"a": "str", 0: "int", 1.5: "float", None: "None", (0,): "tuple"}]
+    return [
+        Claim(
+            "jax rebuilds dicts sorted",
+            "jax.tree_util",
+            lambda m: (
+                list(m.tree_map(lambda x: x * 10, {"b": 1, "a": 2}).items()),
+                list(m.tree_unflatten(m.tree_structure({"b": 0, "a": 0}), [1, 2]).items()),
+            ),
+            ([("a", 20), ("b", 10)], [("a", 1), ("b", 2)]),
+        ),
+        Claim(
+            "optree keeps insertion order",
+            "optree",
+            lambda m: list(m.tree_unflatten(m.tree_structure({"b": 0, "a": 0}), [1, 2]).items()),
+            [("b", 2), ("a", 1)],
+        ),
+        Claim(
+            "jax transpose compares leaf counts only",
+            "jax.tree_util",
+            lambda m: m.tree_transpose(m.tree_structure([0, 0]), m.tree_structure({"a": 0, "b": 0}), inner_bad),
+            {"a": [1, 3], "b": [2, 4]},
+        ),
+        Claim(
+            "optree transpose compares leaf counts only",
+            "optree",
+            lambda m: m.tree_transpose(m.tree_structure([0, 0]), m.tree_structure({"a": 0, "b": 0}), inner_bad),
+            {"a": [1, 3], "b": [2, 4]},
+        ),
+        Claim(
+            "jax map error",
+            "jax.tree_util",
+            lambda m: _message(lambda: m.tree_map(lambda a, b: a, *mismatch)),
+            "ValueError: pytree structure error: different lengths of list at key path\n    tree_map tree['layers']\n"
+            "At that key path, the prefix pytree tree_map tree has a subtree of type list of length 2, but the full "
+            "pytree has a subtree of the same type but of length 3.",
+        ),
+        Claim(
+            "optree map error",
+            "optree",
+            lambda m: _message(lambda: m.tree_map(lambda a, b: a, *mismatch)),
+            "ValueError: list arity mismatch; expected: 2, got: 3; list: [1, 2, 3].",
+        ),
+        Claim(
+            "dm-tree map error",
+            "tree",
+            lambda m: _message(lambda: m.map_structure(lambda a, b: a, *mismatch)).split("\n")[0],
+            "ValueError: The two structures don't have the same nested structure.",
+        ),
+        Claim(
+            "jax too few leaves",
+            "jax.tree_util",
+            lambda m: _message(lambda: m.tree_unflatten(m.tree_structure([0, 0]), [1])),
+            "ValueError: Too few leaves for PyTreeDef; expected 2, got 1",
+        ),
+        Claim(
+            "jax fails 1,000 deep",
+            "jax.tree_util",
+            lambda m: _message(lambda: m.tree_leaves(_deep(1000)))[:12],
+            "SystemError:",
+        ),
+        Claim(
+            "dm-tree fails 1,000 deep",
+            "tree",
+            lambda m: _message(lambda: m.flatten(_deep(1000)))[:15],
+            "RecursionError:",
+        ),
+        Claim(
+            "optree: 1,000 deep works, 2,000 fails",
+            "optree",
+            lambda m: (len(m.tree_leaves(_deep(1000))), _message(lambda: m.tree_leaves(_deep(2000)))[:15]),
+            (1, "RecursionError:"),
+        ),
+        Claim(
+            "jax mixed keys",
+            "jax.tree_util",
+            lambda m: _message(lambda: m.tree_leaves(mixed[0])),
+            "ValueError: Comparator raised exception while sorting pytree dictionary keys.",
+        ),
+        Claim("dm-tree mixed keys", "tree", lambda m: _message(lambda: m.flatten(mixed[0]))[:10], "TypeError:"),
+        Claim(
+            "optree mixed keys in treekit's order",
+            "optree",
+            lambda m: [m.tree_leaves(d) for d in mixed],
+            [treekit.tree_leaves(d) for d in mixed],
+        ),
+        Claim(
+            "jax: deque, dict subclass and struct_time are leaves",
+            "jax.tree_util",
+            lambda m: [len(m.tree_leaves(x)) for x in _containers()],
+            [1, 1, 1],
+        ),
+        Claim(
+            "optree: deque and struct_time are nodes, dict subclass a leaf",
+            "optree",
+            lambda m: [len(m.tree_leaves(x)) for x in _containers()],
+            [2, 1, 9],
+        ),
+        Claim(
+            "dm-tree: all three are nodes; None is a leaf",
+            "tree",
+            lambda m: ([len(m.flatten(x)) for x in _containers()], m.flatten([None, 1])),
+            ([2, 2, 9], [None, 1]),
+        ),
+    ]
+
+
+def _containers() -> list[Any]:
+    import collections
+    import time
+
+    class Sub(dict):  # type: ignore[type-arg]
+        pass
+
+    return [collections.deque([1, 2]), Sub(a=1, b=2), time.gmtime(0)]
+
+
+CLAIMS = _claims()
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.name)
+def test_migration_page_claim(claim: Claim) -> None:
+    lib = pytest.importorskip(claim.module)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        observed = claim.check(lib)
+    assert observed == claim.expected, f"docs/migration.md was checked against {CHECKED}; update it"
+
+
+def test_treekit_side_of_the_claims() -> None:
+    assert [len(treekit.tree_leaves(x)) for x in _containers()] == [1, 1, 1]
+    assert treekit.tree_leaves(_deep(100_000)) == [0]

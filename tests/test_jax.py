@@ -1,0 +1,269 @@
+"""The JAX bridge: treekit nodes inside jit/grad/vmap/scan, JAX-only types in treekit, import orders."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+import jax.tree_util as jtu  # noqa: E402
+import numpy as np  # noqa: E402
+
+import treekit as tk  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Point:
+    def __init__(self, x: Any, y: Any) -> None:
+        self.x, self.y = x, y
+
+    def tree_flatten_with_keys(self) -> Any:
+        return ((tk.GetAttrKey("x"), self.x), (tk.GetAttrKey("y"), self.y)), None
+
+    @classmethod
+    def tree_unflatten(cls, data: Any, children: Any) -> Point:
+        return cls(*children)
+
+
+@dataclasses.dataclass
+class Layer:
+    w: Any
+    b: Any
+    act: str = tk.static(default="relu")
+
+
+class Tag(str):
+    pass
+
+
+@pytest.fixture
+def nodes(registered: Callable[[type, Callable[[type], Any]], Any]) -> None:
+    registered(Point, tk.register_pytree_with_keys_class)
+    registered(Layer, tk.register_dataclass)
+    registered(Tag, tk.register_static)
+
+
+def test_jax_sees_treekit_nodes_with_the_same_paths(nodes: None) -> None:
+    tree = {"p": Point(1, [2]), "l": Layer(3, 4, "tanh"), "t": Tag("s")}
+    ours = [(tk.keystr(p), x) for p, x in tk.tree_leaves_with_path(tree)]
+    theirs = [(jtu.keystr(p), x) for p, x in jtu.tree_leaves_with_path(tree)]
+    assert ours == theirs == [("['l'].w", 3), ("['l'].b", 4), ("['p'].x", 1), ("['p'].y[0]", 2)]
+    # JAX gets its own key classes, so its simple keystr and pattern matching work.
+    path = jtu.tree_leaves_with_path(tree)[0][0]
+    assert path == (jtu.DictKey("l"), jtu.GetAttrKey("w"))
+    assert jtu.keystr(path, simple=True, separator="/") == "l/w"
+    assert repr(jtu.tree_structure(tree)) == repr(tk.tree_structure(tree))
+
+
+def test_jit_grad_vmap_scan_with_treekit_nodes(nodes: None) -> None:
+    traces = []
+
+    @jax.jit
+    def step(layer: Layer, p: Point) -> Any:
+        traces.append(1)
+        return tk.tree_map(lambda a, b: a * 2 + b, layer, Layer(p.x, p.y, layer.act))
+
+    layer = Layer(jnp.ones(3), jnp.zeros(3), "relu")
+    out = step(layer, Point(jnp.ones(3), jnp.ones(3)))
+    step(layer, Point(jnp.zeros(3), jnp.ones(3)))
+    assert isinstance(out, Layer) and out.act == "relu"
+    np.testing.assert_allclose(out.w, 3.0)
+    assert len(traces) == 1
+
+    def loss(layer: Layer) -> Any:
+        return jnp.sum(tk.tree_reduce(lambda a, b: a + b, tk.tree_map(lambda v: v**2, layer)))
+
+    grads = jax.grad(loss)(layer)
+    assert isinstance(grads, Layer) and grads.act == "relu"
+    np.testing.assert_allclose(grads.w, 2.0)
+
+    batched = jax.vmap(lambda p: tk.tree_map(jnp.sum, p))(Point(jnp.ones((4, 2)), jnp.ones((4, 3))))
+    assert batched.x.shape == (4,) and float(batched.y[0]) == 3.0
+
+    def body(carry: Point, x: Any) -> tuple[Point, Any]:
+        return tk.tree_map(lambda c: c + x, carry), x
+
+    final, _ = jax.lax.scan(body, Point(0.0, jnp.zeros(2)), jnp.arange(4.0))
+    assert float(final.x) == 6.0
+
+
+def test_static_nodes_change_the_trace(nodes: None) -> None:
+    traces = []
+
+    @jax.jit
+    def f(x: Any, tag: Tag) -> Any:
+        traces.append(tag)
+        return x + 1 if tag == "add" else x - 1
+
+    assert float(f(1.0, Tag("add"))) == 2.0
+    assert float(f(5.0, Tag("add"))) == 6.0
+    assert float(f(1.0, Tag("sub"))) == 0.0
+    assert traces == ["add", "sub"]
+
+
+def test_treedef_is_a_static_argument_without_retrace() -> None:
+    traces = []
+
+    @jax.jit(static_argnums=0)
+    def build(treedef: tk.PyTreeDef, x: Any) -> Any:
+        traces.append(1)
+        return treedef.unflatten([x] * treedef.num_leaves)
+
+    out = build(tk.tree_structure({"a": 0, "b": [0, None]}), jnp.ones(2))
+    build(tk.tree_structure({"a": 1, "b": [2, None]}), jnp.zeros(2))
+    assert list(out) == ["a", "b"] and out["b"][1] is None
+    assert len(traces) == 1
+
+
+def test_none_and_empty_containers_round_trip_through_jit() -> None:
+    tree = {"a": None, "b": [], "c": (), "d": {}, "e": jnp.ones(1)}
+    out = jax.jit(lambda t: t)(tree)
+    assert tk.tree_structure(out) == tk.tree_structure(tree)
+    assert out["a"] is None and out["b"] == [] and out["c"] == () and out["d"] == {}
+
+
+def test_checks_and_maps_work_on_tracers() -> None:
+    def f(x: Any) -> Any:
+        tree = {"w": x, "b": [x * 2]}
+        leaves = tk.tree_leaves(tree)
+        assert all(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
+        doubled = tk.tree_map_with_path(lambda p, v: v * len(p), tree)
+        return tk.tree_reduce(lambda a, b: a + b, tk.tree_map(jnp.sum, doubled))
+
+    assert float(jax.jit(f)(jnp.ones(2))) == 2.0 + 8.0
+    assert float(jax.grad(f)(1.0)) == 1.0 + 4.0
+
+
+class OnlyJax:
+    def __init__(self, a: Any, b: Any) -> None:
+        self.a, self.b = a, b
+
+
+jtu.register_pytree_with_keys(
+    OnlyJax,
+    lambda o: (((jtu.GetAttrKey("a"), o.a), (jtu.GetAttrKey("b"), o.b)), "aux"),
+    lambda data, children: OnlyJax(*children),
+)
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [
+        OnlyJax(1, {"z": 2}),
+        [OnlyJax(OnlyJax(1, None), (2, 3))],
+        jtu.Partial(print, 1, k=[2]),
+        {"partial": jtu.Partial(max, 1)},
+    ],
+    ids=["only-jax", "nested-only-jax", "jax-partial", "jax-partial-in-dict"],
+)
+def test_types_only_jax_knows_are_traversed_as_jax_does(tree: Any) -> None:
+    assert tk.tree_leaves(tree) == jtu.tree_leaves(tree)
+    assert [tk.keystr(p) for p, _ in tk.tree_leaves_with_path(tree)] == [
+        jtu.keystr(p) for p, _ in jtu.tree_leaves_with_path(tree)
+    ]
+    assert repr(tk.tree_structure(tree)) == repr(jtu.tree_structure(tree))
+    assert tk.tree_structure(tree).num_nodes == jtu.tree_structure(tree).num_nodes
+    rebuilt = tk.tree_map(lambda x: x, tree)
+    assert jtu.tree_structure(rebuilt) == jtu.tree_structure(tree)
+    assert jtu.tree_leaves(rebuilt) == jtu.tree_leaves(tree)
+
+
+def test_jax_only_node_data_is_compared() -> None:
+    assert tk.tree_structure(OnlyJax(1, 2)) == tk.tree_structure(OnlyJax(3, 4))
+    assert tk.tree_structure(jtu.Partial(max, 1)) != tk.tree_structure(jtu.Partial(min, 1))
+
+
+def test_treekit_partial_is_a_jax_pytree() -> None:
+    add = tk.Partial(jnp.add, 1.0)
+    assert float(jax.jit(lambda f, x: f(x))(add, 2.0)) == 3.0
+
+
+def test_jax_error_messages_name_treekit_paths(nodes: None) -> None:
+    with pytest.raises(TypeError, match=r"path p\.y"):
+        jax.jit(lambda p: p)(Point(1.0, "not an array"))
+
+
+def _run(code: str, *, block_jax: bool = False) -> str:
+    prelude = ""
+    if block_jax:
+        prelude = textwrap.dedent(
+            """
+            import sys
+            class _NoJax:
+                def find_spec(self, name, path=None, target=None):
+                    if name == "jax" or name.startswith("jax.") or name.startswith("jaxlib"):
+                        raise ImportError(f"No module named {name!r} (blocked by the test)")
+                    return None
+            sys.meta_path.insert(0, _NoJax())
+            """
+        )
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+REGISTER = textwrap.dedent("""
+    import treekit as tk
+    class Point:
+        def __init__(self, x, y): self.x, self.y = x, y
+    tk.register_pytree_with_keys(
+        Point,
+        lambda p: (((tk.GetAttrKey('x'), p.x), (tk.GetAttrKey('y'), p.y)), None),
+        lambda _, c: Point(*c))
+""")
+CHECK = textwrap.dedent("""
+    import jax, jax.numpy as jnp, jax.tree_util as jtu
+    out = jax.jit(lambda p: p.x + p.y)(Point(jnp.ones(2), 1.0))
+    print(jtu.keystr(jtu.tree_leaves_with_path(Point(1, 2))[1][0]), float(out[0]))
+""")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        REGISTER + CHECK,  # registered before jax is imported
+        "import jax\n" + REGISTER + CHECK,  # jax imported before treekit
+        REGISTER + "import json\ndef later():\n" + textwrap.indent(CHECK, "    ") + "later()\n",
+        "import treekit\nimport jax\n" + REGISTER + CHECK,  # treekit, then jax, then registration
+    ],
+    ids=["register-then-import-jax", "jax-first", "jax-imported-lazily-later", "treekit-jax-register"],
+)
+def test_every_import_order_bridges(code: str) -> None:
+    assert _run(code).split() == [".y", "2.0"]
+
+
+def test_import_treekit_does_not_import_jax() -> None:
+    out = _run("import sys, treekit\nprint('jax' in sys.modules, 'numpy' in sys.modules)")
+    assert out.split() == ["False", "False"]
+
+
+def test_treekit_works_without_jax_installed() -> None:
+    out = _run(
+        REGISTER
+        + textwrap.dedent("""
+        print(tk.tree_leaves({'p': Point(1, [2])}), tk.keystr(tk.tree_leaves_with_path(Point(1, 2))[1][0]))
+        try:
+            import jax
+        except ImportError:
+            print('no-jax')
+        """),
+        block_jax=True,
+    )
+    assert out.split() == ["[1,", "2]", ".y", "no-jax"]

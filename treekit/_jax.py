@@ -1,0 +1,185 @@
+"""The bridge between treekit's registry and JAX's, both ways; the only module that imports jax.
+
+It never imports jax itself: it waits until the user does.
+
+* treekit -> JAX: every node type registered with treekit is registered with JAX too, with the
+  same children, node data and key entries (converted to JAX's key classes), so ``jax.jit``,
+  ``jax.grad``, ``jax.vmap`` and ``jax.tree_util`` see treekit's nodes exactly as treekit does.
+  Registrations made before jax is imported are mirrored the moment ``import jax`` finishes:
+  an import hook on ``sys.meta_path`` wraps jax's loader once and then removes itself.
+* JAX -> treekit: a type that treekit does not know (not registered, not a namedtuple) and
+  that JAX does is traversed through JAX's public API: its children and key entries are the
+  ones ``jax.tree_util`` gives, and its node data is JAX's one-level treedef of it.
+* Precedence: treekit's registry first. A type registered with JAX before treekit keeps JAX's
+  entry in JAX (treekit cannot replace it there) and treekit's entry in treekit.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import warnings
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Any
+
+from treekit import _registry
+from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
+from treekit._registry import NodeType
+
+__all__ = ["connected", "install"]
+
+_BUILT_IN = frozenset({"list", "tuple", "dict", "namedtuple", "ordereddict", "defaultdict", "none", "jax"})
+_state = {"connected": False}
+
+
+def connected() -> bool:
+    """Whether jax has been imported and the registries are bridged."""
+    return _state["connected"]
+
+
+def install() -> None:
+    """Bridge now if jax is imported, else once it is; called by ``import treekit``."""
+    _registry._LISTENERS.append(_on_register)
+    jax = sys.modules.get("jax")
+    if jax is not None and hasattr(jax, "tree_util"):
+        _connect()
+    elif not any(isinstance(finder, _ImportHook) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _ImportHook())
+
+
+class _ImportHook:
+    """Finds nothing itself: on the first ``import jax`` it wraps jax's loader, then leaves."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> Any:
+        if fullname != "jax":
+            return None
+        _remove_hook()
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _ThenConnect(spec.loader)  # type: ignore[assignment]
+        return spec
+
+
+def _remove_hook() -> None:
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _ImportHook)]
+
+
+class _ThenConnect:
+    """Runs jax's own loader, puts it back on the module, then bridges the registries."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)  # type: ignore[no-any-return]
+
+    def exec_module(self, module: ModuleType) -> None:
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        module.__loader__ = self.loader
+        self.loader.exec_module(module)
+        try:
+            _connect()
+        except Exception as exc:  # never break the user's `import jax`
+            warnings.warn(f"treekit could not bridge its registry to JAX's: {exc!r}", RuntimeWarning, stacklevel=2)
+
+
+def _connect() -> None:
+    if _state["connected"]:
+        return
+    _state["connected"] = True
+    _registry._FOREIGN.append(_from_jax)
+    _registry.forget_answers()  # types remembered as leaves may be JAX nodes
+    for ntype in list(_registry._REGISTRY.values()):
+        _mirror(ntype)
+
+
+def _on_register(ntype: NodeType) -> None:
+    if _state["connected"]:
+        _mirror(ntype)
+
+
+# -- treekit -> JAX ---------------------------------------------------------------------------
+def _to_jax_key(entry: Any) -> Any:
+    import jax.tree_util as jtu
+
+    kind = type(entry)
+    if kind is GetAttrKey:
+        return jtu.GetAttrKey(entry.name)
+    if kind is DictKey:
+        return jtu.DictKey(entry.key)
+    if kind is SequenceKey:
+        return jtu.SequenceKey(entry.idx)
+    if kind is FlattenedIndexKey:
+        return jtu.FlattenedIndexKey(entry.key)
+    return entry
+
+
+def _mirror(ntype: NodeType) -> None:
+    if ntype.kind in _BUILT_IN:
+        return
+    import jax.tree_util as jtu
+
+    flatten, unflatten = ntype.flatten, ntype.unflatten
+
+    def flatten_with_keys(node: Any) -> tuple[list[tuple[Any, Any]], Any]:
+        children, data, keys = flatten(node, True)
+        assert keys is not None
+        return [(_to_jax_key(key), child) for key, child in zip(keys, children)], data
+
+    def flatten_plain(node: Any) -> tuple[Sequence[Any], Any]:
+        children, data, _ = flatten(node, False)
+        return children, data
+
+    def unflatten_any(data: Any, children: Any) -> Any:
+        return unflatten(data, list(children))
+
+    try:
+        jtu.register_pytree_with_keys(ntype.type, flatten_with_keys, unflatten_any, flatten_plain)
+    except ValueError:
+        pass  # JAX already has an entry for this type (registered with JAX first): it keeps it
+
+
+# -- JAX -> treekit ---------------------------------------------------------------------------
+def _from_treekit_key(entry: Any) -> Any:
+    import jax.tree_util as jtu
+
+    kind = type(entry)
+    if kind is jtu.GetAttrKey:
+        return GetAttrKey(entry.name)
+    if kind is jtu.DictKey:
+        return DictKey(entry.key)
+    if kind is jtu.SequenceKey:
+        return SequenceKey(entry.idx)
+    if kind is jtu.FlattenedIndexKey:
+        return FlattenedIndexKey(entry.key)
+    return entry
+
+
+def _from_jax(cls: type) -> NodeType | None:
+    import jax.tree_util as jtu
+
+    if not _jax_knows(cls):
+        return None
+
+    def flatten(node: Any, with_path: bool) -> tuple[list[Any], Any, list[Any] | None]:
+        def one_level(x: Any) -> bool:
+            return x is not node
+
+        if with_path:
+            pairs, treedef = jtu.tree_flatten_with_path(node, is_leaf=one_level)
+            return [child for _, child in pairs], treedef, [_from_treekit_key(path[0]) for path, _ in pairs]
+        children, treedef = jtu.tree_flatten(node, is_leaf=one_level)
+        return children, treedef, None
+
+    return NodeType(cls, flatten, lambda treedef, children: treedef.unflatten(children), "jax")
+
+
+def _jax_knows(cls: type) -> bool:
+    import jax.tree_util as jtu
+
+    is_tree_node = getattr(jtu, "is_tree_node", None)  # public since jax 0.6; older: no bridge
+    return is_tree_node is not None and bool(is_tree_node(cls))
