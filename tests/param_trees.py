@@ -30,10 +30,20 @@ skeletons = st.recursive(_skeleton_leaf, _nodes, max_leaves=6)
 
 
 @st.composite
-def array_trees(draw: st.DrawFn, count: int = 1, dtype: Any = np.float64, min_dims: int = 0) -> list[Any]:
-    """``count`` trees of one random structure whose leaves are arrays of matching shapes."""
+def array_trees(
+    draw: st.DrawFn, count: int = 1, dtype: Any = np.float64, min_dims: int = 0, few_shapes: bool = False
+) -> list[Any]:
+    """``count`` trees of one random structure whose leaves are arrays of matching shapes.
+
+    ``few_shapes`` draws the shapes from three, so that eager jax compiles each op only a few
+    times over a whole test (it compiles every op anew for every shape).
+    """
     leaves, treedef = tree_flatten(draw(skeletons))
-    shapes = [draw(array_shapes(min_dims=min_dims, max_dims=2, min_side=1, max_side=3)) for _ in leaves]
+    if few_shapes:
+        shape_strategy: Any = st.sampled_from([(), (3,), (2, 3)])
+    else:
+        shape_strategy = array_shapes(min_dims=min_dims, max_dims=2, min_side=1, max_side=3)
+    shapes = [draw(shape_strategy) for _ in leaves]
     elements = st.floats(-10, 10, width=np.dtype(dtype).itemsize * 8)
     return [
         tree_unflatten(treedef, [draw(arrays(dtype, shape, elements=elements)) for shape in shapes])

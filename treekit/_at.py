@@ -106,6 +106,9 @@ def tree_get(tree: Any, path: Path) -> Any:
             any entries with the same ``str``), or their :func:`treekit.keystr`. ``()`` and
             ``''`` are the root.
 
+    Returns:
+        The subtree (or leaf) at ``path``, the very object in ``tree``.
+
     Raises:
         StructureMismatchError: If ``tree`` has nothing at ``path``; the message names the
             deepest key path that exists, e.g. ``tree[0]: expected a child ['w'], got dict
@@ -140,6 +143,9 @@ def tree_set(tree: Any, path: Path, value: Any) -> Any:
         tree: Any pytree.
         path: As in :func:`tree_get`.
         value: The new subtree (any value).
+
+    Returns:
+        The new tree.
 
     Raises:
         StructureMismatchError: If ``tree`` has nothing at ``path`` (as in :func:`tree_get`).
@@ -177,6 +183,9 @@ def tree_at(
         replace: The new subtree; with a list ``where``, a sequence of new subtrees, one per
             path.
         replace_fn: Instead of ``replace``: called on each old subtree, returns the new one.
+
+    Returns:
+        The new tree; ``tree`` is left as it was.
 
     Raises:
         TypeError: If both or neither of ``replace`` and ``replace_fn`` are given, or a list

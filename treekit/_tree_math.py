@@ -12,10 +12,12 @@ import functools
 import math
 import operator
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from treekit._ops import tree_leaves, tree_map, tree_reduce
+from treekit._traverse import flatten
 
 __all__ = [
     "loaded_jax",
@@ -45,6 +47,12 @@ def namespace(*arrays: Any) -> ModuleType:
     >>> import numpy as np
     >>> namespace(np.ones(2), 1.0).__name__
     'numpy'
+
+    Args:
+        *arrays: Arrays, tracers or numbers.
+
+    Returns:
+        The module: ``numpy``, ``jax.numpy``, or another array API namespace.
     """
     import numpy as np
 
@@ -62,8 +70,22 @@ def loaded_jax() -> ModuleType | None:
 
     A jax array or PRNG key exists only once jax is imported, so code that meets one can
     reach jax this way.
+
+    Returns:
+        The module, or ``None``.
     """
     return sys.modules.get("jax")
+
+
+def _zip(f: Callable[..., Any], tree_x: Any, others: dict[str, Any]) -> Any:
+    """``f`` over the leaves of ``tree_x`` and the matching leaves of the other trees.
+
+    Each other tree must have ``tree_x``'s structure exactly (a leaf where it has one); a
+    mismatch raises StructureMismatchError labelled with that tree's argument name.
+    """
+    leaves, treedef, _ = flatten(tree_x)
+    columns = [treedef._walk(tree, label, strict=True) for label, tree in others.items()]
+    return treedef._build(list(map(f, leaves, *columns)))
 
 
 def tree_add(tree_x: Any, tree_y: Any, *other_trees: Any) -> Any:
@@ -72,13 +94,22 @@ def tree_add(tree_x: Any, tree_y: Any, *other_trees: Any) -> Any:
     >>> tree_add({'a': 1, 'b': [2]}, {'a': 10, 'b': [20]}, {'a': 100, 'b': [200]})
     {'a': 111, 'b': [222]}
 
+    Args:
+        tree_x: A tree of arrays or numbers.
+        tree_y: A tree of ``tree_x``'s structure.
+        *other_trees: More trees of that structure.
+
+    Returns:
+        A tree of ``tree_x``'s structure holding ``x + y + ...`` at each leaf.
+
     Raises:
-        StructureMismatchError: If the trees differ; the message names the argument
-            (``rest[0]`` is ``tree_y``) and the key path.
+        StructureMismatchError: If a tree differs from ``tree_x``; the message names it
+            (``tree_y``, ``other_trees[0]``, ...) and the key path.
     """
     if not other_trees:
-        return tree_map(operator.add, tree_x, tree_y)
-    return tree_map(lambda *xs: functools.reduce(operator.add, xs), tree_x, tree_y, *other_trees)
+        return _zip(operator.add, tree_x, {"tree_y": tree_y})
+    others = {"tree_y": tree_y, **{f"other_trees[{k}]": t for k, t in enumerate(other_trees)}}
+    return _zip(lambda *xs: functools.reduce(operator.add, xs), tree_x, others)
 
 
 def tree_sub(tree_x: Any, tree_y: Any) -> Any:
@@ -86,8 +117,18 @@ def tree_sub(tree_x: Any, tree_y: Any) -> Any:
 
     >>> tree_sub([5, (3,)], [1, (1,)])
     [4, (2,)]
+
+    Args:
+        tree_x: A tree of arrays or numbers.
+        tree_y: A tree of ``tree_x``'s structure.
+
+    Returns:
+        A tree of ``tree_x``'s structure holding ``x - y`` at each leaf.
+
+    Raises:
+        StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    return tree_map(operator.sub, tree_x, tree_y)
+    return _zip(operator.sub, tree_x, {"tree_y": tree_y})
 
 
 def tree_scale(scalar: Any, tree: Any) -> Any:
@@ -95,6 +136,13 @@ def tree_scale(scalar: Any, tree: Any) -> Any:
 
     >>> tree_scale(2, {'w': 1.5, 'b': 3})
     {'w': 3.0, 'b': 6}
+
+    Args:
+        scalar: A number or 0-d array.
+        tree: A tree of arrays or numbers.
+
+    Returns:
+        A tree of ``tree``'s structure holding ``scalar * x`` at each leaf.
     """
     return tree_map(lambda x: scalar * x, tree)
 
@@ -104,8 +152,19 @@ def tree_add_scale(tree_x: Any, scalar: Any, tree_y: Any) -> Any:
 
     >>> tree_add_scale({'w': 1.0}, 0.5, {'w': 4.0})
     {'w': 3.0}
+
+    Args:
+        tree_x: A tree of arrays or numbers.
+        scalar: A number or 0-d array.
+        tree_y: A tree of ``tree_x``'s structure.
+
+    Returns:
+        A tree of ``tree_x``'s structure holding ``x + scalar * y`` at each leaf.
+
+    Raises:
+        StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    return tree_map(lambda x, y: x + scalar * y, tree_x, tree_y)
+    return _zip(lambda x, y: x + scalar * y, tree_x, {"tree_y": tree_y})
 
 
 def tree_axpy(scalar: Any, tree_x: Any, tree_y: Any) -> Any:
@@ -116,21 +175,40 @@ def tree_axpy(scalar: Any, tree_x: Any, tree_y: Any) -> Any:
 
     >>> tree_axpy(0.5, {'w': 4.0}, {'w': 1.0})
     {'w': 3.0}
+
+    Args:
+        scalar: A number or 0-d array.
+        tree_x: A tree of arrays or numbers.
+        tree_y: A tree of ``tree_x``'s structure.
+
+    Returns:
+        A tree of ``tree_x``'s structure holding ``scalar * x + y`` at each leaf.
+
+    Raises:
+        StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    return tree_map(lambda x, y: scalar * x + y, tree_x, tree_y)
+    return _zip(lambda x, y: scalar * x + y, tree_x, {"tree_y": tree_y})
 
 
 def tree_vdot(tree_x: Any, tree_y: Any) -> Any:
     """The inner product of two trees: the sum of ``vdot`` over matching leaves (optax's).
 
-    Complex leaves of ``tree_x`` are conjugated, as ``numpy.vdot`` does. A tree without
-    leaves gives ``0``.
-
     >>> import numpy as np
     >>> float(tree_vdot({'a': np.array([1.0, 2.0]), 'b': 3.0}, {'a': np.array([3.0, 4.0]), 'b': 2.0}))
     17.0
+
+    Args:
+        tree_x: A tree of arrays or numbers; complex leaves are conjugated, as
+            ``numpy.vdot`` does.
+        tree_y: A tree of ``tree_x``'s structure.
+
+    Returns:
+        A scalar of the leaves' array module (``0`` for trees without leaves).
+
+    Raises:
+        StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    vdots = tree_map(lambda x, y: namespace(x, y).vdot(x, y), tree_x, tree_y)
+    vdots = _zip(lambda x, y: namespace(x, y).vdot(x, y), tree_x, {"tree_y": tree_y})
     return tree_reduce(operator.add, vdots, 0)
 
 
@@ -149,6 +227,10 @@ def tree_norm(tree: Any, ord: int | float | str | None = None, squared: bool = F
         ord: ``None`` or ``2`` (Euclidean), ``1`` (sum of magnitudes), or ``math.inf`` /
             ``'inf'`` / ``'infinity'`` (largest magnitude).
         squared: Return the norm squared.
+
+    Returns:
+        A 0-d array of the leaves' array module (numpy for a tree without leaves, where the
+        norm is ``0``, or ``-inf`` for ``ord=inf`` as in optax).
 
     Raises:
         ValueError: If ``ord`` is none of those.
@@ -182,6 +264,14 @@ def tree_zeros_like(tree: Any, dtype: Any = None) -> Any:
     >>> import numpy as np
     >>> tree_zeros_like({'w': np.ones((2,), np.float32)})
     {'w': array([0., 0.], dtype=float32)}
+
+    Args:
+        tree: A tree of arrays or numbers.
+        dtype: The dtype of every new leaf; ``None`` keeps each leaf's own.
+
+    Returns:
+        A tree of ``tree``'s structure holding, at each leaf, an array of zeros of that
+        leaf's shape.
     """
     return tree_map(lambda x: namespace(x).zeros_like(x, dtype=dtype), tree)
 
@@ -192,6 +282,14 @@ def tree_ones_like(tree: Any, dtype: Any = None) -> Any:
     >>> import numpy as np
     >>> tree_ones_like([np.zeros(2)], dtype=np.int32)
     [array([1, 1], dtype=int32)]
+
+    Args:
+        tree: A tree of arrays or numbers.
+        dtype: The dtype of every new leaf; ``None`` keeps each leaf's own.
+
+    Returns:
+        A tree of ``tree``'s structure holding, at each leaf, an array of ones of that
+        leaf's shape.
     """
     return tree_map(lambda x: namespace(x).ones_like(x, dtype=dtype), tree)
 
@@ -202,6 +300,15 @@ def tree_full_like(tree: Any, fill_value: Any, dtype: Any = None) -> Any:
     >>> import numpy as np
     >>> tree_full_like({'b': np.zeros(3)}, 7.5)
     {'b': array([7.5, 7.5, 7.5])}
+
+    Args:
+        tree: A tree of arrays or numbers.
+        fill_value: The value of every entry.
+        dtype: The dtype of every new leaf; ``None`` keeps each leaf's own.
+
+    Returns:
+        A tree of ``tree``'s structure holding, at each leaf, an array of ``fill_value`` of that
+        leaf's shape.
     """
     return tree_map(lambda x: namespace(x).full_like(x, fill_value, dtype=dtype), tree)
 
@@ -214,6 +321,13 @@ def tree_cast(tree: Any, dtype: Any) -> Any:
     >>> import numpy as np
     >>> tree_cast({'w': np.array([1.5]), 'n': 2}, np.float32)
     {'w': array([1.5], dtype=float32), 'n': array(2., dtype=float32)}
+
+    Args:
+        tree: A tree of arrays or numbers.
+        dtype: The dtype to cast every leaf to, or ``None``.
+
+    Returns:
+        A tree of ``tree``'s structure with each leaf as an array of ``dtype``.
     """
     if dtype is None:
         return tree
@@ -233,6 +347,12 @@ def tree_size(tree: Any) -> int:
     >>> import numpy as np
     >>> tree_size({'w': np.zeros((3, 4)), 'b': np.zeros(4), 'scale': 1.0})
     17
+
+    Args:
+        tree: A tree of arrays or numbers.
+
+    Returns:
+        The total number of entries, a Python int.
     """
     return sum(_size(x) for x in tree_leaves(tree))
 
@@ -245,6 +365,12 @@ def tree_bytes(tree: Any) -> int:
     >>> import numpy as np
     >>> tree_bytes({'w': np.zeros((3, 4), np.float32), 'b': np.zeros(4, np.float64)})
     80
+
+    Args:
+        tree: A tree of arrays or numbers.
+
+    Returns:
+        The total size of the leaves' data in bytes, a Python int.
     """
     import numpy as np
 

@@ -72,6 +72,11 @@ def sgd(learning_rate: float, momentum: float | None = None) -> GradientTransfor
     Args:
         learning_rate: The step size, a number (schedules are not supported).
         momentum: The trace's decay; ``None`` for plain SGD, which keeps no trace.
+
+    Returns:
+        The optimizer: ``init(params) -> SgdState`` and ``update(grads, state, params=None)
+        -> (updates, state)``; ``update`` raises StructureMismatchError labelled ``grads``
+        if the gradients differ from the params' structure.
     """
     step = -learning_rate
 
@@ -109,6 +114,11 @@ def adam(learning_rate: float, b1: float = 0.9, b2: float = 0.999, eps: float = 
         b1: The decay of the first moment (the mean of the gradients).
         b2: The decay of the second moment (the mean of their squares).
         eps: Added to ``sqrt(nu_hat)`` so that the division is safe.
+
+    Returns:
+        The optimizer: ``init(params) -> AdamState`` and ``update(grads, state, params=None)
+        -> (updates, state)``; ``update`` raises StructureMismatchError labelled ``grads``
+        if the gradients differ from the params' structure.
     """
 
     def init(params: Any) -> AdamState:
@@ -169,6 +179,13 @@ def apply_updates(params: Any, updates: Any) -> Any:
     >>> import numpy as np
     >>> apply_updates({'w': np.array([1.0], np.float32)}, {'w': np.array([0.5])})
     {'w': array([1.5], dtype=float32)}
+
+    Args:
+        params: A tree of arrays.
+        updates: A tree of ``params``' structure (``None`` where ``params`` has ``None``).
+
+    Returns:
+        The new params, each leaf an array of its old dtype.
 
     Raises:
         StructureMismatchError: If ``updates`` differs from ``params``; labelled ``updates``.

@@ -114,6 +114,9 @@ def init_mlp_params(layer_widths: Sequence[int], rng: Any) -> list[dict[str, Any
         rng: A ``numpy.random.Generator`` or an int seed (float64 numpy arrays), or a jax
             PRNG key (jax arrays in jax's default float dtype, one split key per layer).
 
+    Returns:
+        One ``{'weights': (n_in, n_out) array, 'biases': (n_out,) array}`` dict per layer.
+
     Raises:
         TypeError: If ``rng`` is none of those.
     """
@@ -154,6 +157,13 @@ def mlp_forward(params: Sequence[dict[str, Any]], x: Any) -> Any:
     >>> mlp_forward(params, np.array([[2.0], [-3.0]]))
     array([[2.5],
            [3.5]])
+
+    Args:
+        params: As :func:`init_mlp_params` makes them.
+        x: Inputs, shape ``(batch, layer_widths[0])``.
+
+    Returns:
+        Outputs, shape ``(batch, layer_widths[-1])``.
     """
     *hidden, last = params
     for layer in hidden:
@@ -169,6 +179,14 @@ def mse_loss(params: Sequence[dict[str, Any]], x: Any, y: Any) -> Any:
     >>> params = [{'weights': np.array([[2.0]]), 'biases': np.array([0.0])}]
     >>> float(mse_loss(params, np.array([[1.0], [2.0]]), np.array([[2.0], [2.0]])))
     2.0
+
+    Args:
+        params: As :func:`init_mlp_params` makes them.
+        x: Inputs, shape ``(batch, layer_widths[0])``.
+        y: Targets, of the outputs' shape.
+
+    Returns:
+        The mean of the squared errors, a 0-d array.
     """
     error = mlp_forward(params, x) - y
     return namespace(error).mean(error**2)
@@ -185,6 +203,15 @@ def mse_loss_and_grad(params: Sequence[dict[str, Any]], x: Any, y: Any) -> tuple
     >>> loss, grads = mse_loss_and_grad(params, np.array([[1.0]]), np.array([[3.0]]))
     >>> float(loss), grads
     (1.0, [{'weights': array([[-2.]]), 'biases': array([-2.])}])
+
+    Args:
+        params: As :func:`init_mlp_params` makes them.
+        x: Inputs, shape ``(batch, layer_widths[0])``.
+        y: Targets, of the outputs' shape.
+
+    Returns:
+        ``(loss, grads)``: the loss as :func:`mse_loss` gives it, and a tree of ``params``'
+        structure and dtypes holding its gradient.
     """
     inputs = [x]
     for layer in params[:-1]:
@@ -233,6 +260,10 @@ def tree_random_like(
             ``sampler(key, shape, dtype)`` called per leaf with a jax key or a numpy
             ``Generator`` (``jax.random.normal`` fits, as in optax).
         dtype: The dtype of every leaf; ``None`` keeps each leaf's own.
+
+    Returns:
+        A tree of ``target_tree``'s structure with an array of the leaf's shape at each leaf:
+        numpy arrays for a seed or Generator, jax arrays for a jax key.
 
     Raises:
         TypeError: If ``rng_key`` is not a key, seed or Generator.
@@ -300,6 +331,10 @@ def partition(tree: Any, predicate_or_mask: Any) -> tuple[Any, Any]:
             is a prefix of ``tree``'s: a ``True`` selects the whole subtree under it. Masks
             by key path come from ``tree_map_with_path(lambda path, _: ..., tree)``.
 
+    Returns:
+        ``(selected, rest)``: two trees of ``tree``'s structure, with ``None`` at the leaves
+        the other one holds.
+
     Raises:
         StructureMismatchError: If ``tree`` does not extend the mask's structure; labelled
             ``tree``.
@@ -328,6 +363,13 @@ def combine(*trees: Any) -> Any:
     >>> combine({'w': None, 'b': 0.5}, {'w': 2.0, 'b': None})
     {'w': 2.0, 'b': 0.5}
 
+    Args:
+        *trees: Trees of one structure, except for ``None`` in place of leaves (or of whole
+            subtrees).
+
+    Returns:
+        A tree of the first tree's structure, ``None`` replaced from the later trees.
+
     Raises:
         StructureMismatchError: If the trees differ other than by ``None`` at leaves;
             labelled ``rest[k]`` for the ``k + 1``-th tree.
@@ -350,6 +392,13 @@ def tree_stack(trees: Sequence[Any]) -> Any:
     {'x': array([[1, 2],
            [3, 4]]), 'y': array([0, 1])}
 
+    Args:
+        trees: Trees of one structure whose matching leaves have one shape.
+
+    Returns:
+        A tree of that structure whose leaves have a new leading axis of length
+        ``len(trees)`` (``jax.numpy.stack`` for jax leaves, ``numpy.stack`` otherwise).
+
     Raises:
         ValueError: If ``trees`` is empty.
         StructureMismatchError: If a tree differs from the first; labelled ``trees[k]``.
@@ -367,6 +416,12 @@ def tree_unstack(tree: Any) -> list[Any]:
     >>> import numpy as np
     >>> tree_unstack({'x': np.array([[1, 2], [3, 4]]), 'y': np.array([0, 1])})
     [{'x': array([1, 2]), 'y': np.int64(0)}, {'x': array([3, 4]), 'y': np.int64(1)}]
+
+    Args:
+        tree: A tree whose leaves are arrays with one leading axis length.
+
+    Returns:
+        A list of trees of ``tree``'s structure, one per index along that axis.
 
     Raises:
         ValueError: If ``tree`` has no leaves.
@@ -416,6 +471,13 @@ def flatten_dict(tree: Any, sep: str | None = "/") -> dict[Any, Any]:
     >>> flatten_dict({'a': {'b': 1}}, sep=None)
     {('a', 'b'): 1}
 
+    Args:
+        tree: Any pytree.
+        sep: Joins the keys of a path; ``None`` for tuple keys.
+
+    Returns:
+        A dict from flat key to leaf, in leaf order.
+
     Raises:
         ValueError: If two leaves get the same flat key (``sep`` inside a dict key);
             the message names the second one's key path.
@@ -440,6 +502,13 @@ def unflatten_dict(flat: dict[Any, Any], sep: str | None = "/") -> dict[Any, Any
 
     >>> unflatten_dict({'a/b': 1, 'a/c': 2, 'd': 3})
     {'a': {'b': 1, 'c': 2}, 'd': 3}
+
+    Args:
+        flat: A dict from flat keys (strings joined by ``sep``, or tuples) to leaves.
+        sep: What :func:`flatten_dict` joined the keys with; ``None`` for tuple keys.
+
+    Returns:
+        Nested dicts, in the order the keys first appear.
 
     Raises:
         ValueError: If a key is both a leaf and a prefix of another key.
