@@ -7,7 +7,7 @@ hand-written ``jax.tree_util.tree_map``, taken from each contender's fastest rou
 machines are shared and noisy, and the fastest round is the one least disturbed.
 Every contender's result is checked against the baseline's before timing.
 
-    python benchmarks/bench_params.py               # ~20 s on 2 cores
+    python benchmarks/bench_params.py               # ~30 s on 2 cores
     python benchmarks/bench_params.py --rounds 5    # a quicker, noisier run
 
 Rows: ``tree_add`` (numpy leaves); an SGD step ``apply_updates(params, sgd.update(grads))``
@@ -111,7 +111,7 @@ def time_row(contenders: dict[str, Callable[[], Any]], rounds: int) -> dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--layers", type=int, default=1000)
     args = parser.parse_args()
     print(f"{args.layers}-layer MLP params ({2 * args.layers} leaves), outside jit, {args.rounds} rounds")
