@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -126,7 +127,7 @@ def init_mlp_params(layer_widths: Sequence[int], rng: Any) -> list[dict[str, Any
         keys = jax.random.split(rng, len(pairs))
         return [
             {
-                "weights": jax.random.normal(key, (n_in, n_out)) * np.sqrt(2 / n_in),
+                "weights": jax.random.normal(key, (n_in, n_out)) * math.sqrt(2 / n_in),
                 "biases": jax.numpy.ones((n_out,)),
             }
             for key, (n_in, n_out) in zip(keys, pairs)
