@@ -5,7 +5,7 @@
 
 >>> from hypothesis import find, settings
 
->>> quick = settings(database=None, derandomize=True)
+>>> quick = settings(max_examples=100, database=None, derandomize=True)
 >>> find(trees(), lambda t: isinstance(t, list) and len(t) == 2, settings=quick)
 [0, 0]
 """
@@ -133,7 +133,7 @@ def trees(
 
     >>> from hypothesis import find, settings
 
-    >>> quick = settings(database=None, derandomize=True)
+    >>> quick = settings(max_examples=100, database=None, derandomize=True)
     >>> find(trees(node_types=[tuple, dict]), lambda t: isinstance(t, tuple) and len(t) == 2,
     ...      settings=quick)
     (0, 0)
@@ -184,8 +184,8 @@ def trees(
 
     levels: list[SearchStrategy[Any]] = [counted()]
     if makers:
-        for _ in range(max_depth):
-            children = st.one_of(levels)
+        for _ in range(max_depth):  # a node on level d has children from level d - 1 or leaves
+            children = st.one_of(levels[0], levels[-1]) if len(levels) > 1 else levels[0]
             levels.append(st.one_of([maker(children) for maker in makers]))
     tree = st.one_of(levels)
 
@@ -211,7 +211,7 @@ def trees_like(treedef: TreeDef, leaves: SearchStrategy[Any] | None = None) -> S
 
     >>> from hypothesis import find, settings, strategies as st
 
-    >>> quick = settings(database=None, derandomize=True)
+    >>> quick = settings(max_examples=100, database=None, derandomize=True)
     >>> from treekit import tree_structure
     >>> treedef = tree_structure({'w': [0, 0], 'b': 0})
     >>> find(trees_like(treedef, st.integers(0, 9)), lambda t: t['b'] > 3, settings=quick)
@@ -242,7 +242,7 @@ def same_structure_trees(
 
     >>> from hypothesis import find, settings
 
-    >>> quick = settings(database=None, derandomize=True)
+    >>> quick = settings(max_examples=100, database=None, derandomize=True)
     >>> find(same_structure_trees(2), lambda ab: isinstance(ab[0], list) and ab[0] != ab[1],
     ...      settings=quick)
     ([0], [1])
@@ -281,8 +281,11 @@ def _arrays(shapes: Any, dtypes: Any) -> SearchStrategy[Any]:
         kwargs: dict[str, Any] = {}
         if dtype.kind in "fc":
             kwargs = {"allow_nan": False, "allow_infinity": False}
-        if dtype.kind in "iuf":
-            kwargs["min_value"], kwargs["max_value"] = (0 if dtype.kind == "u" else -1000), 1000
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            kwargs = {"min_value": max(info.min, -1000), "max_value": min(info.max, 1000)}
+        if dtype.kind == "f":
+            kwargs.update(min_value=-1000, max_value=1000)
         return hnp.arrays(dtype, shapes, elements=hnp.from_dtype(dtype, **kwargs))
 
     return dtypes.flatmap(arrays)  # type: ignore[no-any-return]
@@ -300,7 +303,7 @@ def array_trees(
 
     >>> from hypothesis import find, settings
 
-    >>> quick = settings(database=None, derandomize=True)
+    >>> quick = settings(max_examples=100, database=None, derandomize=True)
     >>> find(array_trees([(2,)], ['int32']), lambda t: isinstance(t, list) and len(t) == 1,
     ...      settings=quick)
     [array([0, 0], dtype=int32)]
@@ -325,7 +328,7 @@ def param_trees(
 
     >>> from hypothesis import find, settings
 
-    >>> quick = settings(database=None, derandomize=True)
+    >>> quick = settings(max_examples=100, database=None, derandomize=True)
     >>> from hypothesis import Phase
     >>> params = find(param_trees([3, 4, 2]), lambda p: True,
     ...               settings=settings(quick, phases=[Phase.generate]))
@@ -368,12 +371,13 @@ def key_paths(tree: Any) -> SearchStrategy[KeyPath]:
 
     >>> from hypothesis import find, settings
 
-    >>> quick = settings(database=None, derandomize=True)
+    >>> quick = settings(max_examples=100, database=None, derandomize=True)
     >>> from treekit import keystr
     >>> keystr(find(key_paths({'a': [1, 2]}), lambda p: p[-1].idx == 1, settings=quick))
     "['a'][1]"
     """
-    return st.sampled_from([path for path, _ in tree_leaves_with_path(tree)])
+    paths = [path for path, _ in tree_leaves_with_path(tree)]
+    return st.sampled_from(paths) if paths else st.nothing()
 
 
 # -- checking a registration -------------------------------------------------------------------
