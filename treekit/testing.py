@@ -4,7 +4,6 @@
 (numpy only when an array strategy is built).
 
 >>> from hypothesis import find, settings
-
 >>> quick = settings(max_examples=100, database=None, derandomize=True)
 >>> find(trees(), lambda t: isinstance(t, list) and len(t) == 2, settings=quick)
 [0, 0]
@@ -132,7 +131,6 @@ def trees(
     """A strategy for trees over the given node types, with at most ``max_leaves`` leaves.
 
     >>> from hypothesis import find, settings
-
     >>> quick = settings(max_examples=100, database=None, derandomize=True)
     >>> find(trees(node_types=[tuple, dict]), lambda t: isinstance(t, tuple) and len(t) == 2,
     ...      settings=quick)
@@ -149,12 +147,15 @@ def trees(
     >>> find(trees(node_types=[list, boxes]), lambda t: isinstance(t, Box), settings=quick)
     Box(0)
 
-    Like ``st.recursive`` (which this follows: each level's children come from the levels
-    below it, leaves first), failing examples shrink to small trees: towards a single leaf,
-    fewer children, and the node types listed first.
+    Built as ``st.recursive`` builds trees (a ``one_of`` over levels, leaves first; a leaf
+    budget, retried when spent), except that a node on level ``d`` takes its children from
+    level ``d - 1`` or the leaves, so that ``max_depth`` holds exactly and deep trees turn up
+    whatever ``max_leaves`` is (``st.recursive`` ties depth to ``log2(max_leaves)``). Failing
+    examples shrink to small trees: towards a single leaf, fewer children, and the node types
+    listed first.
 
     Args:
-        leaves: The strategy for leaves; default small integers. Its values must be leaves
+        leaves: The strategy for leaves; default integers. Its values must be leaves
             (not lists, tuples, dicts or ``None``), or the trees' structures will surprise you.
         node_types: Which nodes to build; default :data:`BUILTIN_NODE_TYPES`. Each item is a
             built-in node type (``list``, ``tuple``, ``dict``, ``OrderedDict``,
@@ -210,7 +211,6 @@ def trees_like(treedef: TreeDef, leaves: SearchStrategy[Any] | None = None) -> S
     """A strategy for trees with structure ``treedef`` (dicts in its key order).
 
     >>> from hypothesis import find, settings, strategies as st
-
     >>> quick = settings(max_examples=100, database=None, derandomize=True)
     >>> from treekit import tree_structure
     >>> treedef = tree_structure({'w': [0, 0], 'b': 0})
@@ -219,7 +219,7 @@ def trees_like(treedef: TreeDef, leaves: SearchStrategy[Any] | None = None) -> S
 
     Args:
         treedef: The structure.
-        leaves: The strategy for leaves; default small integers.
+        leaves: The strategy for leaves; default integers.
 
     Raises:
         TypeError: If ``treedef`` is not a :class:`~treekit.TreeDef`.
@@ -241,7 +241,6 @@ def same_structure_trees(
     """A strategy for tuples of ``n`` trees that share one structure (for ``tree_map`` over several).
 
     >>> from hypothesis import find, settings
-
     >>> quick = settings(max_examples=100, database=None, derandomize=True)
     >>> find(same_structure_trees(2), lambda ab: isinstance(ab[0], list) and ab[0] != ab[1],
     ...      settings=quick)
@@ -302,7 +301,6 @@ def array_trees(
     """A strategy for trees whose leaves are numpy arrays with finite values (|x| <= 1000).
 
     >>> from hypothesis import find, settings
-
     >>> quick = settings(max_examples=100, database=None, derandomize=True)
     >>> find(array_trees([(2,)], ['int32']), lambda t: isinstance(t, list) and len(t) == 1,
     ...      settings=quick)
@@ -326,10 +324,8 @@ def param_trees(
     The JAX pytree tutorial's layout (and ``python -m treekit demo``'s), with finite values
     (|x| <= 1000).
 
-    >>> from hypothesis import find, settings
-
+    >>> from hypothesis import Phase, find, settings
     >>> quick = settings(max_examples=100, database=None, derandomize=True)
-    >>> from hypothesis import Phase
     >>> params = find(param_trees([3, 4, 2]), lambda p: True,
     ...               settings=settings(quick, phases=[Phase.generate]))
     >>> [(layer['weights'].shape, layer['biases'].shape) for layer in params]
@@ -370,7 +366,6 @@ def key_paths(tree: Any) -> SearchStrategy[KeyPath]:
     """A strategy for the key paths of ``tree``'s leaves (empty if it has no leaves).
 
     >>> from hypothesis import find, settings
-
     >>> quick = settings(max_examples=100, database=None, derandomize=True)
     >>> from treekit import keystr
     >>> keystr(find(key_paths({'a': [1, 2]}), lambda p: p[-1].idx == 1, settings=quick))
