@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -49,3 +50,14 @@ def test_collect_mode_without_mismatch_equals_the_plain_walk() -> None:
 def test_without_errors_a_mismatch_raises() -> None:
     with pytest.raises(StructureMismatchError, match=r"^b\['a'\]: expected list of length 2, got list of length 3$"):
         tree_structure({"a": [1, 2], "b": None})._walk({"a": [1, 2, 3], "b": None}, "b", True)
+
+
+def test_the_raised_mismatch_is_the_leftmost_one() -> None:
+    # The walk goes right to left; the error must still name the first difference in leaf order.
+    from treekit import tree_map
+
+    message = "rest[0]['a']: expected list of length 2, got list of length 3"
+    with pytest.raises(StructureMismatchError, match=re.escape(message)):
+        tree_map(lambda x, y: x, {"a": [1, 2], "z": (1,)}, {"a": [1, 2, 3], "z": [1]})
+    with pytest.raises(StructureMismatchError, match=r"^b\[0\]: expected a leaf, got None$"):
+        tree_structure([1, [2], 3])._walk([None, 7, None], "b", True)

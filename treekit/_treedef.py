@@ -201,8 +201,9 @@ class TreeDef:
         """The one guided walker: match ``tree`` against the nodes, root first.
 
         ``strict`` also requires a leaf wherever this treedef has one (``is_leaf`` decides what
-        counts as a leaf there). A mismatch found without ``paths`` is found again with
-        them, so that the error names its key path; the happy path tracks no keys.
+        counts as a leaf there). The walk goes right to left; on a mismatch the tree is walked
+        again collecting them all, and the leftmost one (the first in leaf order) is raised.
+        Keys are tracked only with ``paths`` or ``errors``: the happy path makes no key entries.
 
         With ``errors`` (a list), mismatches are collected instead of raised: each appends
         ``(start, stop, error)``, left to right, where this treedef's leaves ``start:stop`` lie
@@ -236,13 +237,13 @@ class TreeDef:
                     if paths is not None:
                         paths.append(_unlink(link))
                     continue
-                if paths is None:
-                    return self._walk(tree, label, strict, is_leaf, [])
+                if errors is None:
+                    raise self._first_mismatch(tree, label, strict, is_leaf)
                 children, data, _ = got.flatten(sub, False)
                 got_node = (got, data, len(children), 0, 0)
             elif got is not ntype:
-                if paths is None:
-                    return self._walk(tree, label, strict, is_leaf, [])
+                if errors is None:
+                    raise self._first_mismatch(tree, label, strict, is_leaf)
                 got_node = None
                 if got is not None:
                     children, data, _ = got.flatten(sub, False)
@@ -256,14 +257,12 @@ class TreeDef:
                         assert keys is not None
                         pstack.extend([(link, key) for key in keys])
                     continue
-                if paths is None:
-                    return self._walk(tree, label, strict, is_leaf, [])
+                if errors is None:
+                    raise self._first_mismatch(tree, label, strict, is_leaf)
                 got_node = (ntype, data, len(children), 0, 0)
             assert paths is not None
             path = _unlink(link)
             error = mismatch(label, path, record, sub, got_node)
-            if errors is None:
-                raise error
             stop = total - len(out)
             found.append((stop - record[3], stop, error))
             out.extend([None] * record[3])
@@ -277,6 +276,13 @@ class TreeDef:
             found.reverse()
             errors.extend(found)
         return out
+
+    def _first_mismatch(
+        self, tree: Any, label: str, strict: bool, is_leaf: Callable[[Any], bool] | None
+    ) -> StructureMismatchError:
+        found: list[tuple[int, int, StructureMismatchError]] = []
+        self._walk(tree, label, strict, is_leaf, None, found)
+        return found[0][2]
 
     # -- structure queries ----------------------------------------------------------------------
     def children(self) -> list[TreeDef]:
