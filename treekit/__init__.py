@@ -9,6 +9,8 @@ model code keeps rewriting.
 from treekit import tree as tree
 from treekit._errors import StructureMismatchError as StructureMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
+from treekit._format import format_tree as format_tree
+from treekit._format import summary as summary
 from treekit._keys import DictKey as DictKey
 from treekit._keys import FlattenedIndexKey as FlattenedIndexKey
 from treekit._keys import GetAttrKey as GetAttrKey
@@ -69,6 +71,7 @@ __all__ = [
     "all_leaves",
     "flatten_one_level",
     "flatten_one_level_with_keys",
+    "format_tree",
     "is_tree_node",
     "keystr",
     "register_dataclass",
@@ -78,6 +81,7 @@ __all__ = [
     "register_pytree_with_keys_class",
     "register_static",
     "static",
+    "summary",
     "tree",
     "tree_all",
     "tree_broadcast",
