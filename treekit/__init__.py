@@ -7,6 +7,13 @@ model code keeps rewriting.
 """
 
 from treekit import tree as tree
+from treekit._checks import Difference as Difference
+from treekit._checks import TreeDiff as TreeDiff
+from treekit._checks import assert_same_structure as assert_same_structure
+from treekit._checks import assert_trees_all_close as assert_trees_all_close
+from treekit._checks import assert_trees_all_equal as assert_trees_all_equal
+from treekit._checks import same_structure as same_structure
+from treekit._checks import tree_diff as tree_diff
 from treekit._errors import StructureMismatchError as StructureMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
 from treekit._format import format_tree as format_tree
@@ -56,6 +63,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DictKey",
+    "Difference",
     "FlattenedIndexKey",
     "GetAttrKey",
     "KeyEntry",
@@ -67,8 +75,12 @@ __all__ = [
     "StructureMismatchError",
     "TreeCycleError",
     "TreeDef",
+    "TreeDiff",
     "UserKey",
     "all_leaves",
+    "assert_same_structure",
+    "assert_trees_all_close",
+    "assert_trees_all_equal",
     "flatten_one_level",
     "flatten_one_level_with_keys",
     "format_tree",
@@ -80,11 +92,13 @@ __all__ = [
     "register_pytree_with_keys",
     "register_pytree_with_keys_class",
     "register_static",
+    "same_structure",
     "static",
     "summary",
     "tree",
     "tree_all",
     "tree_broadcast",
+    "tree_diff",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_leaves",
