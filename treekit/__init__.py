@@ -56,6 +56,10 @@ from treekit._registry import register_pytree_with_keys as register_pytree_with_
 from treekit._registry import register_pytree_with_keys_class as register_pytree_with_keys_class
 from treekit._registry import register_static as register_static
 from treekit._registry import static as static
+from treekit._specs import ShapeDtype as ShapeDtype
+from treekit._specs import assert_tree_shapes as assert_tree_shapes
+from treekit._specs import check_spec as check_spec
+from treekit._specs import tree_spec as tree_spec
 from treekit._treedef import TreeDef as PyTreeDef
 from treekit._treedef import TreeDef as TreeDef
 
@@ -72,6 +76,7 @@ __all__ = [
     "PyTree",
     "PyTreeDef",
     "SequenceKey",
+    "ShapeDtype",
     "StructureMismatchError",
     "TreeCycleError",
     "TreeDef",
@@ -79,8 +84,10 @@ __all__ = [
     "UserKey",
     "all_leaves",
     "assert_same_structure",
+    "assert_tree_shapes",
     "assert_trees_all_close",
     "assert_trees_all_equal",
+    "check_spec",
     "flatten_one_level",
     "flatten_one_level_with_keys",
     "format_tree",
@@ -107,6 +114,7 @@ __all__ = [
     "tree_map_with_path",
     "tree_reduce",
     "tree_reduce_associative",
+    "tree_spec",
     "tree_structure",
     "tree_transpose",
     "tree_unflatten",
