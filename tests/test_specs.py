@@ -92,11 +92,12 @@ SPEC_CASES = [
         ],
     ),
     SpecCase(
-        "every structural difference",
+        "every structural difference; dicts compared key by key",
         {"k": {"a": np.zeros(1, f32)}, "l": (np.zeros(1, f32),), "n": None},
         {"k": {"a": ShapeDtype((2,), "f32"), "b": ShapeDtype(())}, "l": [ShapeDtype((1,))], "n": ShapeDtype(())},
         [
-            "tree['k']: expected dict with keys ['a', 'b'], got keys ['a'] (missing 'b')",
+            "tree['k']['a']: expected f32[2], got f32[1] (dim 0 is 1, not 2)",
+            "tree['k']['b']: expected ?[], got no such key",
             "tree['l']: expected list of length 1, got tuple of length 1",
             "tree['n']: expected a leaf, got None",
         ],

@@ -15,6 +15,7 @@ from treekit._treedef import Node, TreeDef, describe
 
 __all__ = [
     "Difference",
+    "align",
     "TreeDiff",
     "assert_same_structure",
     "assert_trees_all_close",
@@ -86,7 +87,15 @@ class Difference(NamedTuple):
     right: Any
 
     def __str__(self) -> str:
-        return _format("b", self.path, *_texts(self))
+        return self.line("b")
+
+    def line(self, label: str) -> str:
+        """This difference as one line of an error about the argument ``label``.
+
+        >>> Difference((DictKey('w'),), 'missing', 1, None).line('tree')
+        "tree['w']: expected 1, got no such key"
+        """
+        return _format(label, self.path, *_texts(self))
 
 
 class TreeDiff(list[Difference]):
@@ -158,30 +167,44 @@ def tree_diff(
         atol: Absolute tolerance.
         is_leaf: Applies to both trees, as in :func:`treekit.tree_flatten`.
     """
-    leaf_options = (shapes, dtypes, values, rtol, atol)
-    leaves, treedef, paths = flatten(a, is_leaf, with_path=True)
+    out = TreeDiff()
+    for item in align(a, b, "b", is_leaf, is_leaf):
+        if type(item) is Difference:
+            out.append(item)
+        else:
+            path, x, y = item
+            out.extend(_leaf_differences(path, x, y, shapes, dtypes, values, rtol, atol))
+    return out
+
+
+def align(a: Any, b: Any, label: str, a_is_leaf: IsLeaf | None, b_is_leaf: IsLeaf | None) -> list[Any]:
+    """Match ``b`` against ``a``'s structure: ``(path, a's leaf, b's leaf)`` triples where they
+    agree and ``'node'``/``'missing'``/``'extra'`` :class:`Difference` records where they do not,
+    all in ``a``'s leaf order. The structural half of :func:`tree_diff` and ``check_spec``.
+    """
+    leaves, treedef, paths = flatten(a, a_is_leaf, with_path=True)
     assert paths is not None
     nodes = treedef._nodes
     root: list[Any] = []
-    # A job compares b's subtree y with a's subtree x, whose node record is nodes[end] and whose
-    # leaves start at leaves[lo]; its records go to `out`. A dict whose keys differ adds a job
-    # per shared key, its records going to a list nested where the dict's record would be.
+    # A job matches b's subtree y with a's subtree x, whose node record is nodes[end] and whose
+    # leaves start at leaves[lo]; its items go to `out`. A dict whose keys differ adds a job
+    # per shared key, its items going to a list nested where the dict's record would be.
     jobs: list[_Job] = [((), len(nodes) - 1, 0, a, b, root)]
     while jobs:
         prefix, end, lo, x, y, out = jobs.pop()
         size = nodes[end][4]
         sub = treedef if size == len(nodes) else TreeDef(nodes[end - size + 1 : end + 1])
         errors: list[tuple[int, int, StructureMismatchError]] = []
-        others = sub._walk(y, "b", True, is_leaf, None, errors)
+        others = sub._walk(y, label, True, b_is_leaf, None, errors)
         e = skip = 0
         for i in range(len(others) + 1):
             while e < len(errors) and errors[e][0] == i:
                 start, skip, error = errors[e]
                 e += 1
-                out.append(_node_difference(prefix, nodes, end, lo + start, x, y, error, jobs, is_leaf))
+                out.append(_node_difference(prefix, nodes, end, lo + start, x, y, error, jobs, b_is_leaf))
             if i < len(others) and i >= skip:
-                out.extend(_leaf_differences(paths[lo + i], leaves[lo + i], others[i], *leaf_options))
-    result = TreeDiff()
+                out.append((paths[lo + i], leaves[lo + i], others[i]))
+    result: list[Any] = []
     stack = [iter(root)]
     while stack:
         for item in stack[-1]:

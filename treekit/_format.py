@@ -66,6 +66,8 @@ def short_dtype(dtype: Any) -> str:
 def describe_leaf(x: Any, width: int = 60) -> str:
     """A leaf in a few characters: arrays as ``f32[4,4]`` (never their contents), others by ``repr``.
 
+    A ``None`` dtype or dim (in a spec) shows as ``?``.
+
     >>> import numpy as np
     >>> describe_leaf(np.zeros((4, 4), np.float32)), describe_leaf(np.int64(3)), describe_leaf('relu')
     ('f32[4,4]', 'i64[]', "'relu'")
@@ -73,7 +75,8 @@ def describe_leaf(x: Any, width: int = 60) -> str:
     "'xxxxxxxx..."
     """
     if is_array(x):
-        return f"{short_dtype(x.dtype)}[{','.join(map(str, x.shape))}]"
+        dtype = "?" if x.dtype is None else short_dtype(x.dtype)
+        return f"{dtype}[{','.join('?' if d is None else str(d) for d in x.shape)}]"
     text = repr(x)
     return text if len(text) <= width else text[: width - 3] + "..."
 

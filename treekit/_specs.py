@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Union
 
-from treekit._errors import StructureMismatchError, _format
-from treekit._format import _SHORT, describe_leaf, dtype_name, is_array, short_dtype
+from treekit._checks import Difference, align
+from treekit._errors import _format
+from treekit._format import _SHORT, describe_leaf, dtype_name, is_array
 from treekit._keys import KeyPath, keystr
 from treekit._ops import tree_map
 from treekit._traverse import IsLeaf, flatten
@@ -52,8 +53,7 @@ class ShapeDtype:
         object.__setattr__(self, "dtype", _canonical_dtype(self.dtype))
 
     def __str__(self) -> str:
-        dtype = "?" if self.dtype is None else short_dtype(self.dtype)
-        return f"{dtype}[{','.join('?' if d is None else str(d) for d in self.shape)}]"
+        return describe_leaf(self)
 
 
 def _not_array(label: str, path: KeyPath, x: Any) -> str:
@@ -94,7 +94,7 @@ def _shape_text(shape: tuple[Any, ...]) -> str:
 
 def _spec_problems(tree: Any, spec: Any, is_leaf: IsLeaf | None, spec_label: str) -> tuple[list[str], dict[str, Any]]:
     """Every way ``tree`` fails ``spec``, one line each in leaf order; and the named dims bound."""
-    wants, treedef, spec_paths = flatten(spec, with_path=True)
+    wants, _, spec_paths = flatten(spec, with_path=True)
     assert spec_paths is not None
     bad = [_not_array(spec_label, path, w) for path, w in zip(spec_paths, wants) if not is_array(w)]
     if bad:
@@ -102,21 +102,15 @@ def _spec_problems(tree: Any, spec: Any, is_leaf: IsLeaf | None, spec_label: str
             f"{spec_label}: expected ShapeDtype leaves (or leaves with shape and dtype), got "
             f"{_count(len(bad), 'other leaf', 'other leaves')}\n" + "\n".join(bad)
         )
-    wants = [w if type(w) is ShapeDtype else ShapeDtype(tuple(w.shape), w.dtype) for w in wants]
-    errors: list[tuple[int, int, StructureMismatchError]] = []
-    paths: list[KeyPath] = []
-    leaves = treedef._walk(tree, "tree", True, is_leaf, paths, errors)
     lines: list[str] = []
     bound: dict[str, tuple[Any, KeyPath]] = {}
-    e = skip = 0
-    for i in range(len(leaves) + 1):
-        while e < len(errors) and errors[e][0] == i:
-            lines.append(str(errors[e][2]).split("\n")[0])
-            skip = errors[e][1]
-            e += 1
-        if i >= len(leaves) or i < skip:
+    for item in align(spec, tree, "tree", None, is_leaf):
+        if type(item) is Difference:
+            lines.append(item.line("tree"))
             continue
-        want, x, path = wants[i], leaves[i], paths[i]
+        path, want, x = item
+        if type(want) is not ShapeDtype:
+            want = ShapeDtype(tuple(want.shape), want.dtype)
         expected = str(want) if want.dtype is not None else f"shape {_shape_text(want.shape)}"
         if not is_array(x):
             got_text = f"{type(x).__name__} {describe_leaf(x, 40)}"
