@@ -8,8 +8,17 @@ model code keeps rewriting.
 
 from treekit import _jax
 from treekit import tree as tree
+from treekit._checks import Difference as Difference
+from treekit._checks import TreeDiff as TreeDiff
+from treekit._checks import assert_same_structure as assert_same_structure
+from treekit._checks import assert_trees_all_close as assert_trees_all_close
+from treekit._checks import assert_trees_all_equal as assert_trees_all_equal
+from treekit._checks import same_structure as same_structure
+from treekit._checks import tree_diff as tree_diff
 from treekit._errors import StructureMismatchError as StructureMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
+from treekit._format import format_tree as format_tree
+from treekit._format import summary as summary
 from treekit._keys import DictKey as DictKey
 from treekit._keys import FlattenedIndexKey as FlattenedIndexKey
 from treekit._keys import GetAttrKey as GetAttrKey
@@ -48,6 +57,10 @@ from treekit._registry import register_pytree_with_keys as register_pytree_with_
 from treekit._registry import register_pytree_with_keys_class as register_pytree_with_keys_class
 from treekit._registry import register_static as register_static
 from treekit._registry import static as static
+from treekit._specs import ShapeDtype as ShapeDtype
+from treekit._specs import assert_tree_shapes as assert_tree_shapes
+from treekit._specs import check_spec as check_spec
+from treekit._specs import tree_spec as tree_spec
 from treekit._treedef import TreeDef as PyTreeDef
 from treekit._treedef import TreeDef as TreeDef
 
@@ -55,6 +68,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DictKey",
+    "Difference",
     "FlattenedIndexKey",
     "GetAttrKey",
     "KeyEntry",
@@ -63,13 +77,21 @@ __all__ = [
     "PyTree",
     "PyTreeDef",
     "SequenceKey",
+    "ShapeDtype",
     "StructureMismatchError",
     "TreeCycleError",
     "TreeDef",
+    "TreeDiff",
     "UserKey",
     "all_leaves",
+    "assert_same_structure",
+    "assert_tree_shapes",
+    "assert_trees_all_close",
+    "assert_trees_all_equal",
+    "check_spec",
     "flatten_one_level",
     "flatten_one_level_with_keys",
+    "format_tree",
     "is_tree_node",
     "keystr",
     "register_dataclass",
@@ -78,10 +100,13 @@ __all__ = [
     "register_pytree_with_keys",
     "register_pytree_with_keys_class",
     "register_static",
+    "same_structure",
     "static",
+    "summary",
     "tree",
     "tree_all",
     "tree_broadcast",
+    "tree_diff",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_leaves",
@@ -90,6 +115,7 @@ __all__ = [
     "tree_map_with_path",
     "tree_reduce",
     "tree_reduce_associative",
+    "tree_spec",
     "tree_structure",
     "tree_transpose",
     "tree_unflatten",

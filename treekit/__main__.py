@@ -43,7 +43,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="a tour of treekit on an MLP parameter tree")
     demo.add_argument("--widths", default="1,128,128,1", help="layer widths, comma-separated")
     demo.add_argument("--seed", type=int, default=0)
+    show = sub.add_parser("show", help="print the summary of a tree stored in .npz, .npy or .json")
+    show.add_argument("file")
+    show.add_argument("--allow-pickle", action="store_true", help="also load pickles (this runs code from the file)")
     args = parser.parse_args(argv)
+    if args.command == "show":
+        from treekit._show import show as show_file
+
+        return show_file(args.file, allow_pickle=args.allow_pickle)
     widths = [int(w) for w in args.widths.split(",")]
     return _demo(widths, args.seed)
 
