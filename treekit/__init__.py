@@ -13,8 +13,17 @@ from treekit import tree as tree
 from treekit._at import tree_at as tree_at
 from treekit._at import tree_get as tree_get
 from treekit._at import tree_set as tree_set
+from treekit._checks import Difference as Difference
+from treekit._checks import TreeDiff as TreeDiff
+from treekit._checks import assert_same_structure as assert_same_structure
+from treekit._checks import assert_trees_all_close as assert_trees_all_close
+from treekit._checks import assert_trees_all_equal as assert_trees_all_equal
+from treekit._checks import same_structure as same_structure
+from treekit._checks import tree_diff as tree_diff
 from treekit._errors import StructureMismatchError as StructureMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
+from treekit._format import format_tree as format_tree
+from treekit._format import summary as summary
 from treekit._keys import DictKey as DictKey
 from treekit._keys import FlattenedIndexKey as FlattenedIndexKey
 from treekit._keys import GetAttrKey as GetAttrKey
@@ -53,6 +62,10 @@ from treekit._registry import register_pytree_with_keys as register_pytree_with_
 from treekit._registry import register_pytree_with_keys_class as register_pytree_with_keys_class
 from treekit._registry import register_static as register_static
 from treekit._registry import static as static
+from treekit._specs import ShapeDtype as ShapeDtype
+from treekit._specs import assert_tree_shapes as assert_tree_shapes
+from treekit._specs import check_spec as check_spec
+from treekit._specs import tree_spec as tree_spec
 from treekit._tree_math import tree_add as tree_add
 from treekit._tree_math import tree_add_scale as tree_add_scale
 from treekit._tree_math import tree_axpy as tree_axpy
@@ -98,6 +111,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DictKey",
+    "Difference",
     "FlattenedIndexKey",
     "GetAttrKey",
     "KeyEntry",
@@ -106,14 +120,22 @@ __all__ = [
     "PyTree",
     "PyTreeDef",
     "SequenceKey",
+    "ShapeDtype",
     "StructureMismatchError",
     "TreeCycleError",
     "TreeDef",
+    "TreeDiff",
     "UserKey",
     "all_leaves",
+    "assert_same_structure",
+    "assert_tree_shapes",
+    "assert_trees_all_close",
+    "assert_trees_all_equal",
+    "check_spec",
     "combine",
     "flatten_one_level",
     "flatten_one_level_with_keys",
+    "format_tree",
     "is_tree_node",
     "keystr",
     "partition",
@@ -123,7 +145,9 @@ __all__ = [
     "register_pytree_with_keys",
     "register_pytree_with_keys_class",
     "register_static",
+    "same_structure",
     "static",
+    "summary",
     "tree",
     "tree_add",
     "tree_add_scale",
@@ -133,6 +157,7 @@ __all__ = [
     "tree_broadcast",
     "tree_bytes",
     "tree_cast",
+    "tree_diff",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_full_like",
@@ -149,6 +174,7 @@ __all__ = [
     "tree_scale",
     "tree_set",
     "tree_size",
+    "tree_spec",
     "tree_stack",
     "tree_structure",
     "tree_sub",

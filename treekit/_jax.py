@@ -28,10 +28,18 @@ from treekit import _registry
 from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
 from treekit._registry import NodeType
 
-__all__ = ["connected", "install"]
+__all__ = ["connected", "install", "load"]
 
 _BUILT_IN = frozenset({"list", "tuple", "dict", "namedtuple", "ordereddict", "defaultdict", "none", "jax"})
 _state = {"connected": False}
+# Types whose JAX entry is treekit's dispatcher: for them treekit's registry is the truth, also
+# after a test unregisters them (JAX cannot unregister).
+_MIRRORED: set[type] = set()
+
+
+def load() -> ModuleType:
+    """Import jax on the user's request (``check_node_type``'s jit law); the bridge follows."""
+    return importlib.import_module("jax")
 
 
 def connected() -> bool:
@@ -119,28 +127,34 @@ def _to_jax_key(entry: Any) -> Any:
 
 
 def _mirror(ntype: NodeType) -> None:
-    if ntype.kind in _BUILT_IN:
-        return
+    cls = ntype.type
+    if ntype.kind in _BUILT_IN or cls in _MIRRORED:
+        return  # mirrored once: JAX calls whatever treekit has registered for cls now
     import jax.tree_util as jtu
 
-    flatten, unflatten = ntype.flatten, ntype.unflatten
+    def current() -> NodeType:
+        entry = _registry._REGISTRY.get(cls)
+        if entry is None:
+            raise TypeError(f"{cls.__qualname__} was unregistered from treekit; JAX cannot unregister it")
+        return entry
 
     def flatten_with_keys(node: Any) -> tuple[list[tuple[Any, Any]], Any]:
-        children, data, keys = flatten(node, True)
+        children, data, keys = current().flatten(node, True)
         assert keys is not None
         return [(_to_jax_key(key), child) for key, child in zip(keys, children)], data
 
     def flatten_plain(node: Any) -> tuple[Sequence[Any], Any]:
-        children, data, _ = flatten(node, False)
+        children, data, _ = current().flatten(node, False)
         return children, data
 
     def unflatten_any(data: Any, children: Any) -> Any:
-        return unflatten(data, list(children))
+        return current().unflatten(data, list(children))
 
     try:
-        jtu.register_pytree_with_keys(ntype.type, flatten_with_keys, unflatten_any, flatten_plain)
+        jtu.register_pytree_with_keys(cls, flatten_with_keys, unflatten_any, flatten_plain)
     except ValueError:
-        pass  # JAX already has an entry for this type (registered with JAX first): it keeps it
+        return  # JAX already has an entry for this type (registered with JAX first): it keeps it
+    _MIRRORED.add(cls)
 
 
 # -- JAX -> treekit ---------------------------------------------------------------------------
@@ -162,7 +176,7 @@ def _from_treekit_key(entry: Any) -> Any:
 def _from_jax(cls: type) -> NodeType | None:
     import jax.tree_util as jtu
 
-    if not _jax_knows(cls):
+    if cls in _MIRRORED or not _jax_knows(cls):
         return None
 
     def flatten(node: Any, with_path: bool) -> tuple[list[Any], Any, list[Any] | None]:

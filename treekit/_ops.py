@@ -405,7 +405,7 @@ def tree_transpose(outer_treedef: TreeDef, inner_treedef: TreeDef | None, pytree
     composed = outer_treedef.compose(inner_treedef)
     flat = composed._walk(pytree_to_transpose, "pytree_to_transpose", strict=True)
     width = inner_treedef.num_leaves
-    rows = [flat[k : k + width] for k in range(0, len(flat), width)]
+    rows = [flat[k : k + width] for k in range(0, len(flat), width)] if width else []
     if rows:
         columns = [outer_treedef._build(list(column)) for column in zip(*rows)]
     else:

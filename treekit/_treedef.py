@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any
 
 from treekit._errors import StructureMismatchError, type_names
@@ -208,21 +209,33 @@ class TreeDef:
         strict: bool = False,
         is_leaf: Callable[[Any], bool] | None = None,
         paths: list[KeyPath] | None = None,
+        errors: list[tuple[int, int, StructureMismatchError]] | None = None,
     ) -> list[Any]:
         """The one guided walker: match ``tree`` against the nodes, root first.
 
         ``strict`` also requires a leaf wherever this treedef has one (``is_leaf`` decides what
-        counts as a leaf there). A mismatch found without ``paths`` is found again with
-        them, so that the error names its key path; the happy path tracks no keys.
+        counts as a leaf there). The walk goes right to left; on a mismatch the tree is walked
+        again collecting them all, and the leftmost one (the first in leaf order) is raised.
+        Keys are tracked only with ``paths`` or ``errors``: the happy path makes no key entries.
+
+        With ``errors`` (a list), mismatches are collected instead of raised: each appends
+        ``(start, stop, error)``, left to right, where this treedef's leaves ``start:stop`` lie
+        under the mismatched node; those result slots hold ``None`` (and, in ``paths``, the
+        node's key path) and the walk goes on past the node. Keys are then always tracked.
         """
         out: list[Any] = []
         got_node: Node | None
         stack = [tree]
+        if errors is not None and paths is None:
+            paths = []
+        found: list[tuple[int, int, StructureMismatchError]] = []
+        total = self._nodes[-1][3]
         # With paths, each subtree's key path as a linked list (parent link, key entry), so
         # that deep trees cost no copying; _unlink makes the tuple when one is needed.
         pstack: list[Any] = [None]
         link = None
-        for record in reversed(self._nodes):
+        records = reversed(self._nodes)
+        for record in records:
             sub = stack.pop()
             if paths is not None:
                 link = pstack.pop()
@@ -232,38 +245,57 @@ class TreeDef:
             else:
                 got = lookup(type(sub))
             if ntype is None:
-                if strict and got is not None:
-                    children, data, _ = got.flatten(sub, False)
-                    got_node = (got, data, len(children), 0, 0)
-                    if paths is None:
-                        return self._walk(tree, label, strict, is_leaf, [])
-                    raise mismatch(label, _unlink(link), record, sub, got_node)
-                out.append(sub)
-                if paths is not None:
-                    paths.append(_unlink(link))
-                continue
-            if got is not ntype:
-                if paths is None:
-                    return self._walk(tree, label, strict, is_leaf, [])
+                if not strict or got is None:
+                    out.append(sub)
+                    if paths is not None:
+                        paths.append(_unlink(link))
+                    continue
+                if errors is None:
+                    raise self._first_mismatch(tree, label, strict, is_leaf)
+                children, data, _ = got.flatten(sub, False)
+                got_node = (got, data, len(children), 0, 0)
+            elif got is not ntype:
+                if errors is None:
+                    raise self._first_mismatch(tree, label, strict, is_leaf)
                 got_node = None
                 if got is not None:
                     children, data, _ = got.flatten(sub, False)
                     got_node = (got, data, len(children), 0, 0)
-                raise mismatch(label, _unlink(link), record, sub, got_node)
-            assert ntype is not None
-            children, data, keys = ntype.flatten(sub, paths is not None)
-            if len(children) != record[2] or data != record[1]:
-                if paths is None:
-                    return self._walk(tree, label, strict, is_leaf, [])
-                raise mismatch(label, _unlink(link), record, sub, (ntype, data, len(children), 0, 0))
-            stack.extend(children)
-            if paths is not None:
-                assert keys is not None
-                pstack.extend([(link, key) for key in keys])
+            else:
+                assert ntype is not None
+                children, data, keys = ntype.flatten(sub, paths is not None)
+                if len(children) == record[2] and data == record[1]:
+                    stack.extend(children)
+                    if paths is not None:
+                        assert keys is not None
+                        pstack.extend([(link, key) for key in keys])
+                    continue
+                if errors is None:
+                    raise self._first_mismatch(tree, label, strict, is_leaf)
+                got_node = (ntype, data, len(children), 0, 0)
+            assert paths is not None
+            path = _unlink(link)
+            error = mismatch(label, path, record, sub, got_node)
+            stop = total - len(out)
+            found.append((stop - record[3], stop, error))
+            out.extend([None] * record[3])
+            paths.extend([path] * record[3])
+            for _ in islice(records, record[4] - 1):  # skip the node's descendants
+                pass
         out.reverse()
         if paths is not None:
             paths.reverse()
+        if errors is not None:
+            found.reverse()
+            errors.extend(found)
         return out
+
+    def _first_mismatch(
+        self, tree: Any, label: str, strict: bool, is_leaf: Callable[[Any], bool] | None
+    ) -> StructureMismatchError:
+        found: list[tuple[int, int, StructureMismatchError]] = []
+        self._walk(tree, label, strict, is_leaf, None, found)
+        return found[0][2]
 
     # -- structure queries ----------------------------------------------------------------------
     def children(self) -> list[TreeDef]:

@@ -1,0 +1,380 @@
+"""same_structure, assert_same_structure, tree_diff and the value assertions."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import treekit as tk
+from treekit import DictKey, Difference, SequenceKey, StructureMismatchError
+
+P = collections.namedtuple("P", "x y")
+Q = collections.namedtuple("Q", "x y")
+
+
+@dataclasses.dataclass
+class Layer:
+    w: Any
+    act: str = tk.static(default="relu")
+
+
+class Pair:
+    """A custom node without keys (children get FlattenedIndexKey) and with node data."""
+
+    def __init__(self, a: Any, b: Any) -> None:
+        self.a, self.b = a, b
+
+
+@pytest.fixture(autouse=True, scope="module")
+def nodes() -> Iterator[None]:
+    # Module-scoped (hypothesis refuses function-scoped fixtures), so not conftest's `registered`.
+    from treekit._registry import _remove
+
+    tk.register_dataclass(Layer)
+    tk.register_pytree_node(Pair, lambda p: ((p.a, p.b), "pair"), lambda _, c: Pair(*c))
+    yield
+    _remove(Layer)
+    _remove(Pair)
+
+
+# -- same_structure / assert_same_structure -------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Mismatch:
+    name: str
+    a: Any
+    b: Any
+    message: str
+
+
+NONE_HINT = "\nNone is a node with no children, not a leaf: to treat it as a leaf pass is_leaf=lambda x: x is None"
+MISMATCHES = [
+    Mismatch(
+        "sequence length", {"w": [1, 2]}, {"w": [1, 2, 3]}, "b['w']: expected list of length 2, got list of length 3"
+    ),
+    Mismatch("node type", [1, 2], (1, 2), "b: expected list of length 2, got tuple of length 2"),
+    Mismatch(
+        "dict keys",
+        {"w": 1, "b": 2},
+        {"w": 1, "x": 2},
+        "b: expected dict with keys ['b', 'w'], got keys ['w', 'x'] (missing 'b'; extra 'x')",
+    ),
+    Mismatch("namedtuple type", P(1, 2), Q(1, 2), "b: expected namedtuple P, got namedtuple Q"),
+    Mismatch("leaf against node", [1], [[1]], "b[0]: expected a leaf, got list of length 1"),
+    Mismatch("node against leaf", [[1]], [1], "b[0]: expected list of length 1, got leaf 1"),
+    Mismatch("None against leaf", [None], [1], "b[0]: expected None, got leaf 1" + NONE_HINT),
+    Mismatch("leaf against None", [1], [None], "b[0]: expected a leaf, got None"),
+    Mismatch("empty containers", [], {}, "b: expected list of length 0, got dict with keys []"),
+    Mismatch(
+        "dataclass node data",
+        Layer(1),
+        Layer(1, "gelu"),
+        "b: expected Layer with 1 children and node data ('relu',), got Layer with 1 children and node data ('gelu',)",
+    ),
+    Mismatch(
+        "inside a custom node",
+        Pair(1, [2]),
+        Pair(1, [2, 3]),
+        "b[<flat index 1>]: expected list of length 1, got list of length 2",
+    ),
+    Mismatch(
+        "custom node against tuple",
+        [Pair(1, 2)],
+        [(1, 2)],
+        "b[0]: expected Pair with 2 children and node data 'pair', got tuple of length 2",
+    ),
+    Mismatch("string leaf against list", ["ab"], [["a", "b"]], "b[0]: expected a leaf, got list of length 2"),
+    Mismatch(
+        "the first of two differences",
+        {"a": [1, 2], "z": (1,)},
+        {"a": [1, 2, 3], "z": [1]},
+        "b['a']: expected list of length 2, got list of length 3",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", MISMATCHES, ids=lambda c: c.name)
+def test_assert_same_structure_names_the_first_difference(case: Mismatch) -> None:
+    assert not tk.same_structure(case.a, case.b)
+    with pytest.raises(StructureMismatchError, match="^" + re.escape(case.message) + "$") as info:
+        tk.assert_same_structure(case.a, case.b)
+    assert info.value.label == "b"
+
+
+SAME = [
+    ("leaves of other types", {"w": [1, 2.0], "s": "ab"}, {"w": ["x", np.zeros(2)], "s": 3}),
+    ("None", [None, {"a": None}], [None, {"a": None}]),
+    ("empty containers", [[], (), {}], [[], (), {}]),
+    ("scalar roots", 1, "abc"),
+    ("custom nodes", [Pair(1, Layer(2))], [Pair("a", Layer("z"))]),
+    ("dict insertion order", {"a": 1, "b": 2}, {"b": 2, "a": 1}),
+]
+
+
+@pytest.mark.parametrize(("name", "a", "b"), SAME, ids=[c[0] for c in SAME])
+def test_same_structure_ignores_leaf_values(name: str, a: Any, b: Any) -> None:
+    assert tk.same_structure(a, b)
+    tk.assert_same_structure(a, b)
+
+
+def test_is_leaf_applies_to_both_trees() -> None:
+    assert not tk.same_structure([None], [1])
+    assert tk.same_structure([None], [1], is_leaf=lambda x: x is None)
+    assert tk.same_structure([[1, 2]], [3], is_leaf=lambda x: type(x) is list and len(x) == 2)
+    pairs_are_leaves = lambda x: type(x) is tuple and len(x) == 2  # noqa: E731
+    assert not tk.same_structure([(1, 2)], [(3, 4, 5)], is_leaf=pairs_are_leaves)
+    with pytest.raises(StructureMismatchError, match=re.escape("b[0]: expected a leaf, got tuple of length 3")):
+        tk.assert_same_structure([(1, 2)], [(3, 4, 5)], is_leaf=pairs_are_leaves)
+    assert tk.same_structure([(1, 2)], [(3, 4, 5)], is_leaf=lambda x: type(x) is tuple)
+
+
+# -- tree_diff ----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class DiffCase:
+    name: str
+    a: Any
+    b: Any
+    lines: list[str]
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+f32, f64 = np.float32, np.float64
+DIFFS = [
+    DiffCase("identical", {"w": np.ones((2, 2))}, {"w": np.ones((2, 2))}, []),
+    DiffCase(
+        "every structural difference, not just the first",
+        {"a": [1, 2], "b": None, "c": (1,), "d": P(1, 2)},
+        {"a": [1, 2, 3], "b": 1, "c": [1], "d": Q(1, 2)},
+        [
+            "b['a']: expected list of length 2, got list of length 3",
+            "b['b']: expected None, got leaf 1",
+            "b['c']: expected tuple of length 1, got list of length 1",
+            "b['d']: expected namedtuple P, got namedtuple Q",
+        ],
+    ),
+    DiffCase(
+        "dict keys are compared key by key",
+        {"dense": {"w": np.zeros((3, 4), f32), "b": np.zeros(4, f32)}},
+        {"dense": {"w": np.zeros((4, 4), f32), "bias": np.zeros(4, f32)}},
+        [
+            "b['dense']['b']: expected f32[4], got no such key",
+            "b['dense']['bias']: expected no such key, got f32[4]",
+            "b['dense']['w']: expected shape (3, 4), got shape (4, 4)",
+        ],
+    ),
+    DiffCase(
+        "missing subtrees are described",
+        {"a": {"x": [1, 2]}, "k": 0},
+        {"k": 0, "z": None},
+        ["b['a']: expected dict with keys ['x'], got no such key", "b['z']: expected no such key, got None"],
+    ),
+    DiffCase(
+        "OrderedDict key order is structure",
+        collections.OrderedDict(a=1, b=2),
+        collections.OrderedDict(b=1, a=2),
+        ["b: expected OrderedDict with keys ['a', 'b'], got keys ['b', 'a'] (same keys in another order)"],
+    ),
+    DiffCase(
+        "shapes and dtypes, each on its own line",
+        [np.zeros(3, f32), np.zeros((2, 2), f32)],
+        [np.zeros(4, f32), np.zeros((2, 2), f64)],
+        ["b[0]: expected shape (3,), got shape (4,)", "b[1]: expected dtype float32, got dtype float64"],
+    ),
+    DiffCase(
+        "flags turn checks off",
+        [np.zeros(3, f32), np.zeros(2, f32), 1],
+        [np.zeros(4, f32), np.zeros(2, f64), 1.0],
+        [],
+        {"shapes": False, "dtypes": False},
+    ),
+    DiffCase(
+        "leaf types",
+        [np.zeros(2, f32), 1, "a"],
+        ["ab", 1.0, "a"],
+        ["b[0]: expected f32[2], got str 'ab'", "b[1]: expected int 1, got float 1.0"],
+    ),
+    DiffCase(
+        "values within tolerance",
+        {"w": np.array([1.0, 2.0, 0.0, np.nan]), "lr": 0.1, "act": "relu"},
+        {"w": np.array([1.0, 2.5, 1e-3, np.nan]), "lr": 0.1 + 1e-12, "act": "gelu"},
+        [
+            "b['act']: expected 'relu', got 'gelu'",
+            "b['w']: expected the values of a['w'], got 2 of 4 different (max abs error 0.5, max rel error inf)",
+        ],
+        {"values": True, "rtol": 1e-6},
+    ),
+    DiffCase(
+        "scalar values",
+        {"lr": 0.1, "n": 3},
+        {"lr": 0.2, "n": 3},
+        ["b['lr']: expected 0.1, got 0.2 (abs error 0.1, rel error 1)"],
+        {"values": True},
+    ),
+    DiffCase(
+        "values are not compared across shapes",
+        [np.zeros(2)],
+        [np.ones(3)],
+        ["b[0]: expected shape (2,), got shape (3,)"],
+        {"values": True, "shapes": False},
+    ),
+    DiffCase(
+        "custom nodes and dataclasses",
+        [Pair(np.zeros(2), 1), Layer(np.zeros(2))],
+        [Pair(np.zeros(3), 1), Layer(np.zeros(2), "gelu")],
+        [
+            "b[0][<flat index 0>]: expected shape (2,), got shape (3,)",
+            "b[1]: expected Layer with 1 children and node data ('relu',), got Layer with 1 children "
+            "and node data ('gelu',)",
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", DIFFS, ids=lambda c: c.name)
+def test_tree_diff_lists_every_difference_one_per_line(case: DiffCase) -> None:
+    diff = tk.tree_diff(case.a, case.b, **case.options)
+    assert [str(d) for d in diff] == case.lines
+    assert str(diff) == ("\n".join(case.lines) if case.lines else "no differences")
+
+
+def test_tree_diff_records_hold_paths_kinds_and_both_sides() -> None:
+    a = {"w": np.zeros(3, f32), "k": {"x": 1}}
+    b = {"w": np.zeros(3, f64), "k": {"y": 1}}
+    assert [(p, kind, left, right) for p, kind, left, right in tk.tree_diff(a, b)] == [
+        ((DictKey("k"), DictKey("x")), "missing", 1, None),
+        ((DictKey("k"), DictKey("y")), "extra", None, 1),
+        ((DictKey("w"),), "dtype", "float32", "float64"),
+    ]
+    [node] = tk.tree_diff([1, 2], [1, [2]])
+    assert node == Difference((SequenceKey(1),), "node", "a leaf", "list of length 1")
+
+
+def test_tree_diff_str_is_capped() -> None:
+    diff = tk.tree_diff(list(range(30)), [float(i) for i in range(30)])
+    lines = str(diff).splitlines()
+    assert len(diff) == 30
+    assert len(lines) == 21
+    assert lines[0] == "b[0]: expected int 0, got float 0.0"
+    assert lines[-1] == "... and 10 more"
+    assert len(diff.format(limit=0).splitlines()) == 30
+
+
+def test_tree_diff_goes_into_nested_key_differences_iteratively() -> None:
+    # Keys differ at every level of a chain deeper than the recursion limit; each level is
+    # compared under its shared key, in sorted key order ('k' < 'x' < 'y').
+    depth = 2000
+    a: Any = 1
+    b: Any = 2
+    for _ in range(depth):
+        a, b = {"k": a, "x": 0}, {"k": b, "y": 0}
+    diff = tk.tree_diff(a, b, values=True)
+    assert len(diff) == 2 * depth + 1
+    assert str(diff[0]) == "b" + "['k']" * depth + ": expected 1, got 2 (abs error 1, rel error 1)"
+    assert [str(d) for d in diff[-2:]] == ["b['x']: expected 0, got no such key", "b['y']: expected no such key, got 0"]
+
+
+# -- assertions ---------------------------------------------------------------------------------
+def test_assert_trees_all_close_lists_failing_paths_with_errors() -> None:
+    a = {"w": np.array([1.0, 2.0, 3.0]), "b": np.zeros(2), "n": [1, 2]}
+    b = {"w": np.array([1.0, 2.0001, 3.3]), "b": np.zeros(3), "n": [1, 2]}
+    message = (
+        "b is not close to a (rtol=0.001, atol=0.0): 2 differences\n"
+        "b['b']: expected shape (2,), got shape (3,)\n"
+        "b['w']: expected the values of a['w'], got 2 of 3 different (max abs error 0.3, max rel error 0.1)"
+    )
+    with pytest.raises(AssertionError, match="^" + re.escape(message) + "$"):
+        tk.assert_trees_all_close(a, b, rtol=1e-3)
+    tk.assert_trees_all_close(a, {**b, "w": a["w"] + 1e-4, "b": np.zeros(2)}, 0, 1e-3)
+    tk.assert_trees_all_close([np.float32(1.0), 2], [1.0, np.int64(2)])  # dtypes are not compared
+
+
+def test_assert_trees_all_close_reports_structure_first() -> None:
+    message = "b is not close to a (rtol=1e-06, atol=0.0): 1 difference\nb['x']: expected no such key, got 1"
+    with pytest.raises(AssertionError, match="^" + re.escape(message) + "$"):
+        tk.assert_trees_all_close({}, {"x": 1})
+
+
+def test_assert_trees_all_equal_is_exact_and_dtype_strict() -> None:
+    tk.assert_trees_all_equal([np.array([np.nan, 1.0]), "s", None], [np.array([np.nan, 1.0]), "s", None])
+    message = (
+        "b is not equal to a: 3 differences\n"
+        "b[0]: expected the values of a[0], got 1 of 2 different (max abs error 1e-12, max rel error 1e-12)\n"
+        "b[1]: expected dtype int32, got dtype int64\n"
+        "b[2]: expected int 1, got float 1.0"
+    )
+    with pytest.raises(AssertionError, match="^" + re.escape(message) + "$"):
+        tk.assert_trees_all_equal(
+            [np.array([1.0, 1.0]), np.zeros(2, np.int32), 1], [np.array([1.0, 1.0 + 1e-12]), np.zeros(2, np.int64), 1.0]
+        )
+
+
+def test_value_comparison_of_jax_arrays_without_conversions() -> None:
+    jnp = pytest.importorskip("jax.numpy")
+    a = {"w": jnp.ones((2, 2)), "b": np.zeros(2, np.float32)}
+    tk.assert_trees_all_close(a, {"w": np.ones((2, 2), np.float32), "b": jnp.zeros(2)})
+    assert [str(d) for d in tk.tree_diff(a, {"w": jnp.ones((2, 3)), "b": jnp.zeros(2, jnp.int32)})] == [
+        "b['b']: expected dtype float32, got dtype int32",
+        "b['w']: expected shape (2, 2), got shape (2, 3)",
+    ]
+
+
+# -- laws ---------------------------------------------------------------------------------------
+_leaves = st.one_of(
+    st.none(),
+    st.integers(-2, 2),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=2),
+    st.builds(np.zeros, st.tuples(st.integers(0, 2)), st.sampled_from([np.float32, np.int8])),
+)
+
+
+def _children(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.lists(children, max_size=3),
+        st.lists(children, max_size=3).map(tuple),
+        st.dictionaries(st.sampled_from("abc"), children, max_size=3),
+        st.tuples(children, children).map(lambda t: P(*t)),
+        st.tuples(children, children).map(lambda t: Pair(*t)),
+        children.map(Layer),
+    )
+
+
+trees = st.recursive(_leaves, _children, max_leaves=8)
+
+
+def _same_shape(tree: Any) -> st.SearchStrategy[Any]:
+    return st.just(tk.tree_map(lambda _: 0, tree))
+
+
+pairs = trees.flatmap(lambda a: st.tuples(st.just(a), st.one_of(trees, _same_shape(a))))
+
+
+@given(pairs)
+def test_same_structure_agrees_with_treedef_equality(pair: tuple[Any, Any]) -> None:
+    a, b = pair
+    assert tk.same_structure(a, b) == (tk.tree_structure(a) == tk.tree_structure(b))
+
+
+@given(trees)
+def test_a_tree_has_no_differences_with_itself(tree: Any) -> None:
+    assert tk.tree_diff(tree, tree, values=True) == []
+    tk.assert_trees_all_equal(tree, tree)
+
+
+@given(pairs)
+def test_structural_diff_is_empty_exactly_for_the_same_structure_and_starts_at_the_error(pair: tuple[Any, Any]) -> None:
+    a, b = pair
+    diff = tk.tree_diff(a, b, shapes=False, dtypes=False)
+    assert (not diff) == tk.same_structure(a, b)
+    if diff:
+        with pytest.raises(StructureMismatchError) as info:
+            tk.assert_same_structure(a, b)
+        error_path = info.value.path
+        assert diff[0].path[: len(error_path)] == error_path

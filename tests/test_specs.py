@@ -1,0 +1,212 @@
+"""ShapeDtype, tree_spec, check_spec and assert_tree_shapes."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import treekit as tk
+from treekit import ShapeDtype
+
+f32, i32, i64 = np.float32, np.int32, np.int64
+
+
+def test_shape_dtype_keeps_dtype_names() -> None:
+    for dtype in ("float32", "f32", np.float32, np.dtype("float32")):
+        assert ShapeDtype((2,), dtype) == ShapeDtype([2], "float32")
+    assert ShapeDtype((), "bf16").dtype == "bfloat16"
+    assert ShapeDtype((1,)).dtype is None
+    assert ShapeDtype((), "torch.int8").dtype == "torch.int8"  # not numpy's: kept as given
+    assert str(ShapeDtype(("batch", None, 3), "int8")) == "i8[batch,?,3]"
+    assert str(ShapeDtype((), None)) == "?[]"
+    assert hash(ShapeDtype((2,), "f32")) == hash(ShapeDtype((2,), np.float32))
+    assert tk.tree_leaves([ShapeDtype((2,))]) == [ShapeDtype((2,))]  # a leaf, not a node
+
+
+def test_tree_spec_describes_every_array_leaf() -> None:
+    tree = {"w": np.zeros((3, 4), f32), "b": [np.zeros(4, np.int8)], "none": None}
+    spec = tk.tree_spec(tree)
+    assert spec == {"w": ShapeDtype((3, 4), "float32"), "b": [ShapeDtype((4,), "int8")], "none": None}
+    assert tk.check_spec(tree, spec) == {}
+
+
+def test_tree_spec_lists_leaves_without_shape_and_dtype() -> None:
+    message = (
+        "tree_spec: 2 leaves without shape and dtype\n"
+        "tree['n']: expected a leaf with shape and dtype, got int 3\n"
+        "tree['s']: expected a leaf with shape and dtype, got str 'a'"
+    )
+    with pytest.raises(TypeError, match="^" + re.escape(message) + "$"):
+        tk.tree_spec({"x": np.zeros(2), "n": 3, "s": "a"})
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecCase:
+    name: str
+    tree: Any
+    spec: Any
+    problems: list[str]
+    dims: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+SPEC = {"x": ShapeDtype(("batch", 3), "f32"), "y": ShapeDtype(("batch",), "i32")}
+SPEC_CASES = [
+    SpecCase("matches", {"x": np.zeros((8, 3), f32), "y": np.zeros(8, i32)}, SPEC, [], {"batch": 8}),
+    SpecCase(
+        "fixed dim, named dim and dtype",
+        {"x": np.zeros((8, 4), f32), "y": np.zeros(5, i64)},
+        SPEC,
+        [
+            "tree['x']: expected f32[batch,3], got f32[8,4] (dim 1 is 4, not 3)",
+            "tree['y']: expected i32[batch], got i64[5] (dtype int64, not int32; dim 0 is 5, but batch is 8 at "
+            "tree['x'])",
+        ],
+    ),
+    SpecCase(
+        "rank",
+        {"x": np.zeros(8, f32), "y": np.zeros(8, i32)},
+        SPEC,
+        ["tree['x']: expected f32[batch,3], got f32[8] (rank 1, not 2)"],
+    ),
+    SpecCase(
+        "None dims and dtype take anything",
+        [np.zeros((2, 7), i64), np.zeros((), np.bool_)],
+        [ShapeDtype((None, 7)), ShapeDtype((), None)],
+        [],
+    ),
+    SpecCase(
+        "leaves without shape or dtype are reported by path",
+        {"x": "abc", "y": 0.5},
+        SPEC,
+        [
+            "tree['x']: expected f32[batch,3], got str 'abc' (no shape or dtype)",
+            "tree['y']: expected i32[batch], got float 0.5 (no shape or dtype)",
+        ],
+    ),
+    SpecCase(
+        "every structural difference; dicts compared key by key",
+        {"k": {"a": np.zeros(1, f32)}, "l": (np.zeros(1, f32),), "n": None},
+        {"k": {"a": ShapeDtype((2,), "f32"), "b": ShapeDtype(())}, "l": [ShapeDtype((1,))], "n": ShapeDtype(())},
+        [
+            "tree['k']['a']: expected f32[2], got f32[1] (dim 0 is 1, not 2)",
+            "tree['k']['b']: expected ?[], got no such key",
+            "tree['l']: expected list of length 1, got tuple of length 1",
+            "tree['n']: expected a leaf, got None",
+        ],
+    ),
+    SpecCase(
+        "names bind across the tree, in leaf order",
+        [np.zeros((2, 3)), np.zeros((3, 2)), np.zeros((2, 2))],
+        [ShapeDtype(("n", "m")), ShapeDtype(("m", "n")), ShapeDtype(("m", "m"))],
+        ["tree[2]: expected shape (m, m), got shape (2, 2) (dim 0 is 2, but m is 3 at tree[0]; dim 1 is 2, but m is 3 "
+         "at tree[0])"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", SPEC_CASES, ids=lambda c: c.name)
+def test_check_spec(case: SpecCase) -> None:
+    if not case.problems:
+        assert tk.check_spec(case.tree, case.spec) == case.dims
+        return
+    count = f"{len(case.problems)} problem{'s' if len(case.problems) > 1 else ''}"
+    message = f"tree does not match the spec: {count}\n" + "\n".join(case.problems)
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        tk.check_spec(case.tree, case.spec)
+
+
+def test_check_spec_refuses_spec_leaves_without_shape_and_dtype() -> None:
+    message = (
+        "spec: expected ShapeDtype leaves (or leaves with shape and dtype), got 1 other leaf\n"
+        "spec['x']: expected a leaf with shape and dtype, got int 3"
+    )
+    with pytest.raises(TypeError, match="^" + re.escape(message) + "$"):
+        tk.check_spec({"x": np.zeros(3)}, {"x": 3})
+
+
+def test_check_spec_with_is_leaf() -> None:
+    tree = {"x": np.zeros(2, f32), "meta": None}
+    spec = {"x": ShapeDtype((2,), "f32"), "meta": ShapeDtype(())}
+    message = "tree['meta']: expected shape (), got NoneType None (no shape or dtype)"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        tk.check_spec(tree, spec, is_leaf=lambda x: x is None)
+
+
+def test_jax_arrays_and_shape_dtype_structs() -> None:
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    params = {"w": jnp.zeros((3, 4)), "b": jnp.zeros(4, jnp.bfloat16)}
+    spec = jax.eval_shape(lambda: params)
+    assert tk.check_spec(params, spec) == {}
+    assert tk.tree_spec(params) == {"w": ShapeDtype((3, 4), "f32"), "b": ShapeDtype((4,), "bf16")}
+    assert ShapeDtype((), jnp.float32).dtype == "float32"
+    message = "tree['w']: expected f32[3,4], got f32[3,5] (dim 1 is 5, not 4)"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        tk.check_spec({"w": np.zeros((3, 5), f32), "b": np.zeros(4, jnp.bfloat16)}, spec)
+
+
+def test_specs_do_not_import_jax() -> None:
+    code = (
+        "import sys, numpy as np, treekit as tk\n"
+        "spec = tk.tree_spec({'x': np.zeros((2, 3), np.float32)})\n"
+        "print(tk.check_spec({'x': np.ones((2, 3), np.float32)}, spec), 'jax' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "{} False"
+
+
+def test_specs_print_in_format_tree_and_summary() -> None:
+    jax = pytest.importorskip("jax")
+    tree = {"x": jax.ShapeDtypeStruct((8, 3), np.float32), "s": ShapeDtype(("batch", 3), "bf16")}
+    assert tk.summary(tree).splitlines() == [
+        "path   shape         dtype     size  bytes",
+        "['s']  ('batch', 3)  bfloat16     -      -",
+        "['x']  (8, 3)        float32     24     96",
+        "total  2 arrays                  24     96",
+    ]
+    assert tk.format_tree(tree) == "dict\n  ['s']: bf16[batch,3]\n  ['x']: f32[8,3]"
+
+
+# -- assert_tree_shapes -------------------------------------------------------------------------
+def test_assert_tree_shapes_passes_and_binds_names() -> None:
+    params = [{"w": np.zeros((2, 3)), "b": np.zeros(3)}, {"w": np.zeros((3, 1)), "b": np.zeros(1)}]
+    tk.assert_tree_shapes(params, [{"w": (2, "h"), "b": ("h",)}, {"w": ("h", 1), "b": (None,)}])
+    tk.assert_tree_shapes(params, tk.tree_spec(params))
+    tk.assert_tree_shapes(np.float32(1), ())
+
+
+def test_assert_tree_shapes_lists_every_problem() -> None:
+    params = {"w": np.zeros((2, 3)), "b": np.zeros(4), "c": [np.zeros(1)], "d": np.zeros((1, 1))}
+    message = (
+        "tree does not have the shapes of shapes_tree: 3 problems\n"
+        "tree['c']: expected list of length 2, got list of length 1\n"
+        "tree['d']: expected shape (1,), got shape (1, 1) (rank 2, not 1)\n"
+        "tree['w']: expected shape (2, h), got shape (2, 3) (dim 1 is 3, but h is 4 at tree['b'])"
+    )
+    with pytest.raises(AssertionError, match="^" + re.escape(message) + "$"):
+        tk.assert_tree_shapes(params, {"w": (2, "h"), "b": ("h",), "c": [(1,), (1,)], "d": (1,)})
+
+
+# -- laws ---------------------------------------------------------------------------------------
+_arrays = st.builds(
+    np.zeros, st.lists(st.integers(0, 3), max_size=3).map(tuple), st.sampled_from([np.float32, np.int8, np.bool_])
+)
+_array_trees = st.recursive(
+    _arrays,
+    lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.sampled_from("ab"), c, max_size=2)),
+    max_leaves=6,
+)
+
+
+@given(_array_trees)
+def test_a_tree_matches_its_own_spec(tree: Any) -> None:
+    assert tk.check_spec(tree, tk.tree_spec(tree)) == {}
+    tk.assert_tree_shapes(tree, tk.tree_map(lambda x: x.shape, tree))

@@ -1,0 +1,208 @@
+"""Shape and dtype specs for trees: ShapeDtype, tree_spec, check_spec, assert_tree_shapes."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Union
+
+from treekit._checks import Difference, align
+from treekit._errors import _format
+from treekit._format import _SHORT, describe_leaf, dtype_name, is_array
+from treekit._keys import KeyPath, keystr
+from treekit._ops import tree_map
+from treekit._traverse import IsLeaf, flatten
+
+__all__ = ["Dim", "ShapeDtype", "assert_tree_shapes", "check_spec", "tree_spec"]
+
+Dim = Union[int, str, None]
+"""One dimension of a spec: a size, a name that must agree across leaves, or ``None`` (any)."""
+
+_LONG = {short: long for long, short in _SHORT.items()}
+
+
+def _canonical_dtype(dtype: Any) -> str | None:
+    if dtype is None:
+        return None
+    if isinstance(dtype, str) and dtype in _LONG:
+        return _LONG[dtype]
+    import numpy as np
+
+    try:
+        return str(np.dtype(dtype).name)
+    except TypeError:
+        return dtype_name(dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeDtype:
+    """What an array leaf must look like: a shape whose dims may be names or ``None``, a dtype.
+
+    A leaf of a tree (not a node). ``dtype`` is kept as its name (``'float32'``; ``'f32'``,
+    ``numpy.float32`` and ``jnp.float32`` are accepted); ``None`` allows any dtype.
+
+    >>> spec = ShapeDtype(('batch', None, 3), 'f32')
+    >>> spec, str(spec)
+    (ShapeDtype(shape=('batch', None, 3), dtype='float32'), 'f32[batch,?,3]')
+    """
+
+    shape: tuple[Dim, ...]
+    dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "dtype", _canonical_dtype(self.dtype))
+
+    def __str__(self) -> str:
+        return describe_leaf(self)
+
+
+def _not_array(label: str, path: KeyPath, x: Any) -> str:
+    return _format(label, path, "a leaf with shape and dtype", f"{type(x).__name__} {describe_leaf(x, 40)}", None, None)
+
+
+def tree_spec(tree: Any, *, is_leaf: IsLeaf | None = None) -> Any:
+    """The tree of :class:`ShapeDtype` of ``tree``'s array leaves (what ``check_spec`` takes).
+
+    >>> import numpy as np
+    >>> tree_spec({'w': np.zeros((3, 4), np.float32), 'b': [np.zeros(4, np.int8)]})
+    {'w': ShapeDtype(shape=(3, 4), dtype='float32'), 'b': [ShapeDtype(shape=(4,), dtype='int8')]}
+
+    Args:
+        tree: A tree whose leaves have ``shape`` and ``dtype`` (numpy or jax arrays,
+            ``jax.ShapeDtypeStruct``, ...).
+        is_leaf: As in :func:`treekit.tree_flatten`.
+
+    Raises:
+        TypeError: If some leaves have no shape or dtype; the message lists them all.
+    """
+    leaves, _, paths = flatten(tree, is_leaf, with_path=True)
+    assert paths is not None
+    bad = [_not_array("tree", path, x) for path, x in zip(paths, leaves) if not is_array(x)]
+    if bad:
+        raise TypeError(f"tree_spec: {_count(len(bad), 'leaf', 'leaves')} without shape and dtype\n" + "\n".join(bad))
+    return tree_map(lambda x: ShapeDtype(tuple(x.shape), x.dtype), tree, is_leaf=is_leaf)
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _shape_text(shape: tuple[Any, ...]) -> str:
+    dims = ["?" if d is None else str(d) for d in shape]
+    return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
+
+
+def _spec_problems(tree: Any, spec: Any, is_leaf: IsLeaf | None, spec_label: str) -> tuple[list[str], dict[str, Any]]:
+    """Every way ``tree`` fails ``spec``, one line each in leaf order; and the named dims bound."""
+    wants, _, spec_paths = flatten(spec, with_path=True)
+    assert spec_paths is not None
+    bad = [_not_array(spec_label, path, w) for path, w in zip(spec_paths, wants) if not is_array(w)]
+    if bad:
+        raise TypeError(
+            f"{spec_label}: expected ShapeDtype leaves (or leaves with shape and dtype), got "
+            f"{_count(len(bad), 'other leaf', 'other leaves')}\n" + "\n".join(bad)
+        )
+    lines: list[str] = []
+    bound: dict[str, tuple[Any, KeyPath]] = {}
+    for item in align(spec, tree, "tree", None, is_leaf):
+        if type(item) is Difference:
+            lines.append(item.line("tree"))
+            continue
+        path, want, x = item
+        if type(want) is not ShapeDtype:
+            want = ShapeDtype(tuple(want.shape), want.dtype)
+        expected = str(want) if want.dtype is not None else f"shape {_shape_text(want.shape)}"
+        if not is_array(x):
+            got_text = f"{type(x).__name__} {describe_leaf(x, 40)}"
+            lines.append(_format("tree", path, expected, got_text, "no shape or dtype", None))
+            continue
+        got = tuple(x.shape)
+        words = []
+        if want.dtype is not None and dtype_name(x.dtype) != want.dtype:
+            words.append(f"dtype {dtype_name(x.dtype)}, not {want.dtype}")
+        if len(got) != len(want.shape):
+            words.append(f"rank {len(got)}, not {len(want.shape)}")
+        else:
+            for axis, (size, dim) in enumerate(zip(got, want.shape)):
+                if dim is None:
+                    continue
+                if isinstance(dim, str):
+                    first = bound.setdefault(dim, (size, path))
+                    if first[0] != size:
+                        words.append(f"dim {axis} is {size}, but {dim} is {first[0]} at tree{keystr(first[1])}")
+                elif size != dim:
+                    words.append(f"dim {axis} is {size}, not {dim}")
+        if words:
+            got_text = describe_leaf(x) if want.dtype is not None else f"shape {_shape_text(got)}"
+            lines.append(_format("tree", path, expected, got_text, "; ".join(words), None))
+    return lines, {name: size for name, (size, _) in bound.items()}
+
+
+def check_spec(tree: Any, spec: Any, *, is_leaf: IsLeaf | None = None) -> dict[str, Any]:
+    """Check ``tree`` against ``spec`` (structure, dtypes, shapes); return the named dims' sizes.
+
+    ``spec`` is a tree of :class:`ShapeDtype` (or of anything with ``shape`` and ``dtype``, such
+    as ``jax.ShapeDtypeStruct``); a named dim takes its size from the first leaf (in leaf order)
+    that has it, and every other leaf must agree. jax is never imported.
+
+    >>> import numpy as np
+    >>> spec = {'x': ShapeDtype(('batch', 3), 'f32'), 'y': ShapeDtype(('batch',), 'i32')}
+    >>> check_spec({'x': np.zeros((8, 3), np.float32), 'y': np.zeros(8, np.int32)}, spec)
+    {'batch': 8}
+    >>> check_spec({'x': np.zeros((8, 4), np.float32), 'y': np.zeros(5, np.int64)}, spec)
+    Traceback (most recent call last):
+    ...
+    ValueError: tree does not match the spec: 2 problems
+    tree['x']: expected f32[batch,3], got f32[8,4] (dim 1 is 4, not 3)
+    tree['y']: expected i32[batch], got i64[5] (dtype int64, not int32; dim 0 is 5, but batch is 8 at tree['x'])
+
+    Args:
+        tree: The tree to check.
+        spec: The tree of specs; its structure is the reference.
+        is_leaf: Applies to ``tree``, as in :func:`treekit.tree_flatten`.
+
+    Raises:
+        ValueError: Listing every problem, one line per key path: structural differences,
+            leaves without shape or dtype, wrong dtypes, ranks and dims.
+        TypeError: If a leaf of ``spec`` has no shape and dtype.
+    """
+    lines, dims = _spec_problems(tree, spec, is_leaf, "spec")
+    if lines:
+        count = _count(len(lines), "problem", "problems")
+        raise ValueError(f"tree does not match the spec: {count}\n" + "\n".join(lines))
+    return dims
+
+
+def _is_shape(x: Any) -> bool:
+    return type(x) is tuple and all(d is None or (isinstance(d, (int, str)) and not isinstance(d, bool)) for d in x)
+
+
+def assert_tree_shapes(tree: Any, shapes_tree: Any, *, is_leaf: IsLeaf | None = None) -> None:
+    """Assert each leaf of ``tree`` has the shape at the same key path of ``shapes_tree``.
+
+    ``shapes_tree`` has ``tree``'s structure with a shape tuple at each leaf; its dims may be
+    ``None`` or names, as in :class:`ShapeDtype` (tuples of ints, strings and ``None`` are
+    shapes, not nodes, there).
+
+    >>> import numpy as np
+    >>> params = [{'w': np.zeros((2, 3)), 'b': np.zeros(3)}, {'w': np.zeros((3, 1)), 'b': np.zeros(2)}]
+    >>> assert_tree_shapes(params, [{'w': (2, 'h'), 'b': ('h',)}, {'w': ('h', 1), 'b': (1,)}])
+    Traceback (most recent call last):
+    ...
+    AssertionError: tree does not have the shapes of shapes_tree: 1 problem
+    tree[1]['b']: expected shape (1,), got shape (2,) (dim 0 is 2, not 1)
+
+    Raises:
+        AssertionError: Listing every leaf whose shape differs, and structural differences.
+    """
+    spec = tree_map(
+        lambda s: ShapeDtype(s) if _is_shape(s) else ShapeDtype(tuple(s.shape)) if is_array(s) else s,
+        shapes_tree,
+        is_leaf=_is_shape,
+    )
+    lines, _ = _spec_problems(tree, spec, is_leaf, "shapes_tree")
+    if lines:
+        raise AssertionError(
+            f"tree does not have the shapes of shapes_tree: {_count(len(lines), 'problem', 'problems')}\n"
+            + "\n".join(lines)
+        )
