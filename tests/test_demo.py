@@ -7,12 +7,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
 
-from treekit.__main__ import _param_table, main
+from treekit.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
 HIDE_JAX = "import sys; sys.modules['jax'] = None\n"  # `import jax` now raises ImportError
@@ -100,16 +98,16 @@ def test_bad_arguments(argv: list[str], message: str, capsys: pytest.CaptureFixt
     assert message in capsys.readouterr().err
 
 
-def test_param_table() -> None:
-    params: Any = [{"weights": np.zeros((1, 4), np.float32), "biases": np.zeros(4, np.float32)}]
-    params.append({"weights": np.zeros((4, 1), np.float32), "biases": np.zeros(1, np.float32)})
-    assert _param_table(params).splitlines() == [
-        "  path            shape   dtype    size",
-        "  [0]['biases']   (4,)    float32     4",
-        "  [0]['weights']  (1, 4)  float32     4",
-        "  [1]['biases']   (1,)    float32     1",
-        "  [1]['weights']  (4, 1)  float32     4",
-        "  total                              13 (0.1 KiB)",
+def test_demo_prints_the_param_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--steps", "2", "--backend", "numpy", "--widths", "1,4,1", "--learning-rate", "0.01"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2:8] == [
+        "  path            shape   dtype    size  bytes",
+        "  [0]['biases']   (4,)    float32     4     16",
+        "  [0]['weights']  (1, 4)  float32     4     16",
+        "  [1]['biases']   (1,)    float32     1      4",
+        "  [1]['weights']  (4, 1)  float32     4     16",
+        "  total           4 arrays           13     52",
     ]
 
 

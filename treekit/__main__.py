@@ -11,31 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
-
-
-def _param_table(params: Any) -> str:
-    """A small table of a param tree's leaves: key path, shape, dtype, size, and the total.
-
-    A stand-in for the richer ``summary()`` of the checks module; the demo switches to it
-    when that lands.
-    """
-    from treekit import keystr, tree_leaves_with_path
-    from treekit.params import tree_bytes, tree_size
-
-    rows = [("path", "shape", "dtype", "size")]
-    for path, leaf in tree_leaves_with_path(params):
-        rows.append((keystr(path), str(tuple(leaf.shape)), str(leaf.dtype), f"{leaf.size:,}"))
-    rows.append(("total", "", "", f"{tree_size(params):,}"))
-    widths = [max(len(row[k]) for row in rows) for k in range(4)]
-    lines = [
-        f"  {path:<{widths[0]}}  {shape:<{widths[1]}}  {dtype:<{widths[2]}}  {size:>{widths[3]}}".rstrip()
-        for path, shape, dtype, size in rows
-    ]
-    lines[-1] += f" ({tree_bytes(params) / 1024:.1f} KiB)"
-    return "\n".join(lines)
 
 
 def _progress(step: int, steps: int, loss: float, width: int = 20) -> str:
@@ -96,6 +75,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     import numpy as np
 
+    from treekit import summary
     from treekit.params import adam, init_mlp_params, mse_loss, tree_cast
 
     widths, steps = args.widths, args.steps
@@ -105,7 +85,7 @@ def _demo(args: argparse.Namespace) -> int:
     y = x**2 if widths[0] == widths[-1] else np.repeat(x[:, :1] ** 2, widths[-1], axis=1)
     print(f"treekit demo: MLP {widths} learns y = x**2 on 128 points with Adam (learning rate {args.learning_rate})")
     print(f"backend: {backend}" + (" (jax.jit)" if backend == "jax" else " (hand-written backward pass)"))
-    print(_param_table(params))
+    print(textwrap.indent(summary(params), "  "))
 
     opt = adam(args.learning_rate)
     to_backend, step = (_jax_trainer if backend == "jax" else _numpy_trainer)(opt, x, y)
