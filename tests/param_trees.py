@@ -9,24 +9,14 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, arrays
 
-from treekit import tree_flatten, tree_unflatten
+from treekit import tree_flatten, tree_leaves, tree_unflatten
+from treekit.testing import trees
 
 Pair = namedtuple("Pair", "first second")
 
-_skeleton_leaf = st.just(0)
-
-
-def _nodes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return (
-        st.lists(children, min_size=1, max_size=3)
-        | st.dictionaries(st.sampled_from(["w", "b", "layers", "scale"]), children, min_size=1, max_size=3)
-        | st.tuples(children, children)
-        | st.builds(Pair, children, children)
-    )
-
-
-skeletons = st.recursive(_skeleton_leaf, _nodes, max_leaves=6)
-"""Tree structures with at least one leaf (every leaf is ``0``): lists, dicts, tuples, namedtuples."""
+skeletons = trees(st.just(0), max_leaves=6).filter(tree_leaves)
+"""Tree structures from ``treekit.testing.trees`` (every built-in node type, ``None`` and empty
+containers included) with at least one leaf; every leaf is ``0``."""
 
 
 @st.composite
