@@ -14,7 +14,7 @@ import pytest
 
 import treekit
 from treekit import FlattenedIndexKey, GetAttrKey, SequenceKey, keystr
-from treekit._registry import _remove, lookup
+from treekit._registry import _SEQ_KEYS, _remove, lookup
 
 Registered = Callable[[type, Callable[[type], Any]], Any]
 
@@ -405,3 +405,25 @@ def test_threads_racing_on_one_type_give_exactly_one_success() -> None:
         assert sorted(outcomes) == ["dup"] * 15 + ["ok"]
     finally:
         _remove(Contested)
+
+
+@pytest.mark.usefixtures("fast_switching")
+def test_threads_flattening_wide_lists_with_paths_get_their_own_keys() -> None:
+    # The shared cache of SequenceKey entries grows past 256 under concurrent flattens.
+    errors: list[Any] = []
+
+    def flatten(k: int) -> None:
+        n = 300 + 61 * k
+        for path, leaf in treekit.tree_leaves_with_path(list(range(n))):
+            if path != (SequenceKey(leaf),):
+                errors.append((n, path, leaf))
+                return
+
+    saved = list(_SEQ_KEYS)
+    try:
+        for _ in range(10):
+            del _SEQ_KEYS[256:]
+            _run_together(8, flatten)
+        assert errors == []
+    finally:
+        _SEQ_KEYS[:] = saved
