@@ -196,23 +196,25 @@ class TreeDef:
         is_leaf: Callable[[Any], bool] | None = None,
         paths: list[KeyPath] | None = None,
     ) -> list[Any]:
-        """The one guided walker: match ``tree`` against the nodes, root first.
+        """The one guided walker: match ``tree`` against the nodes, root first, left to right.
 
         ``strict`` also requires a leaf wherever this treedef has one (``is_leaf`` decides what
         counts as a leaf there). A mismatch found without ``paths`` is found again with
         them, so that the error names its key path; the happy path tracks no keys.
         """
+        nodes = self._nodes
+        with_path = paths is not None
         out: list[Any] = []
-        got_node: Node | None
-        stack = [tree]
-        # With paths, each subtree's key path as a linked list (parent link, key entry), so
-        # that deep trees cost no copying; _unlink makes the tuple when one is needed.
-        pstack: list[Any] = [None]
-        link = None
-        for record in reversed(self._nodes):
-            sub = stack.pop()
-            if paths is not None:
-                link = pstack.pop()
+        # (subtree, index of its node record, key path link). Children are pushed last
+        # first, so the walk goes left to right and the first mismatch reported is the
+        # leftmost one. With paths, each key path is a linked list (parent link, key
+        # entry), so that deep trees cost no copying; _unlink makes the tuple when needed.
+        stack: list[tuple[Any, int, Any]] = [(tree, len(nodes) - 1, None)]
+        pop, push = stack.pop, stack.append
+        keys: Any
+        while stack:
+            sub, j, link = pop()
+            record = nodes[j]
             ntype = record[0]
             if is_leaf is not None and is_leaf(sub):
                 got = None
@@ -220,36 +222,38 @@ class TreeDef:
                 got = lookup(type(sub))
             if ntype is None:
                 if strict and got is not None:
-                    children, data, _ = got.flatten(sub, False)
-                    got_node = (got, data, len(children), 0, 0)
-                    if paths is None:
+                    if not with_path:
                         return self._walk(tree, label, strict, is_leaf, [])
-                    raise mismatch(label, _unlink(link), record, sub, got_node)
+                    raise mismatch(label, _unlink(link), record, sub, _record(got, sub, label, link))
                 out.append(sub)
                 if paths is not None:
                     paths.append(_unlink(link))
                 continue
             if got is not ntype:
-                if paths is None:
+                if not with_path:
                     return self._walk(tree, label, strict, is_leaf, [])
-                got_node = None
-                if got is not None:
-                    children, data, _ = got.flatten(sub, False)
-                    got_node = (got, data, len(children), 0, 0)
+                got_node = None if got is None else _record(got, sub, label, link)
                 raise mismatch(label, _unlink(link), record, sub, got_node)
             assert ntype is not None
-            children, data, keys = ntype.flatten(sub, paths is not None)
-            if len(children) != record[2] or data != record[1]:
-                if paths is None:
+            children, data, keys = ntype.flatten(sub, with_path)
+            arity = record[2]
+            if len(children) != arity or data != record[1]:
+                if not with_path:
                     return self._walk(tree, label, strict, is_leaf, [])
                 raise mismatch(label, _unlink(link), record, sub, (ntype, data, len(children), 0, 0))
-            stack.extend(children)
-            if paths is not None:
-                assert keys is not None
-                pstack.extend([(link, key) for key in keys])
-        out.reverse()
-        if paths is not None:
-            paths.reverse()
+            if not strict and record[3] == arity == record[4] - 1:
+                # Every child is a leaf (wide lists, dicts of arrays): take them as they are.
+                out.extend(children)
+                if paths is not None:
+                    prefix = _unlink(link)
+                    paths.extend([(*prefix, key) for key in keys])
+                continue
+            # The last child's record sits just before its parent's, each earlier sibling's
+            # just before the later sibling's subtree.
+            j -= 1
+            for c in range(arity - 1, -1, -1):
+                push((children[c], j, (link, keys[c]) if with_path else None))
+                j -= nodes[j][4]
         return out
 
     # -- structure queries ----------------------------------------------------------------------
@@ -311,6 +315,12 @@ def _unlink(link: Any) -> KeyPath:
         keys.append(key)
     keys.reverse()
     return tuple(keys)
+
+
+def _record(ntype: NodeType, sub: Any, label: str, link: Any) -> Node:
+    """The node record of ``sub`` (for an error message)."""
+    children, data, _ = ntype.flatten(sub, False)
+    return (ntype, data, len(children), 0, 0)
 
 
 def _unflatten(ntype: NodeType, data: Any, children: list[Any]) -> Any:
