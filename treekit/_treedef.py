@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from treekit._errors import StructureMismatchError, type_names
+from treekit._errors import StructureMismatchError, flatten_failed, type_names
 from treekit._keys import KeyPath
 from treekit._registry import NONE, TUPLE, NodeType, dict_keys, lookup
 
@@ -235,7 +235,12 @@ class TreeDef:
                 got_node = None if got is None else _record(got, sub, label, link)
                 raise mismatch(label, _unlink(link), record, sub, got_node)
             assert ntype is not None
-            children, data, keys = ntype.flatten(sub, with_path)
+            try:
+                children, data, keys = ntype.flatten(sub, with_path)
+            except Exception as exc:
+                if not with_path:
+                    return self._walk(tree, label, strict, is_leaf, [])
+                raise flatten_failed(label, _unlink(link), ntype.type, exc) from exc
             arity = record[2]
             if len(children) != arity or data != record[1]:
                 if not with_path:
@@ -318,8 +323,11 @@ def _unlink(link: Any) -> KeyPath:
 
 
 def _record(ntype: NodeType, sub: Any, label: str, link: Any) -> Node:
-    """The node record of ``sub`` (for an error message)."""
-    children, data, _ = ntype.flatten(sub, False)
+    """The node record of ``sub`` (for an error message), wrapping a failing flatten."""
+    try:
+        children, data, _ = ntype.flatten(sub, False)
+    except Exception as exc:
+        raise flatten_failed(label, _unlink(link), ntype.type, exc) from exc
     return (ntype, data, len(children), 0, 0)
 
 
