@@ -7,7 +7,12 @@ and the jax comparison do not depend on that module.
 from __future__ import annotations
 
 import collections
+import functools
 from typing import Any
+
+import pytest
+
+pytest.importorskip("hypothesis")  # this module is collected for doctests too
 
 from cases import NT, ATuple, Layer, Pair, Point, Tag
 from hypothesis import strategies as st
@@ -28,6 +33,7 @@ def _dicts(children: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[Any, Any]
     )
 
 
+@functools.cache
 def trees(custom: bool = True, max_leaves: int = 10) -> st.SearchStrategy[Any]:
     """Trees of list, tuple, dict, namedtuple, OrderedDict, defaultdict and None nodes.
 

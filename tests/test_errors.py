@@ -439,10 +439,18 @@ def test_very_deep_lists_flatten_map_and_unflatten(depth: int) -> None:
     assert (treedef.num_leaves, treedef.num_nodes) == (1, depth + 1)
     assert _depth_and_leaf(treekit.tree_map(lambda x: x + 1, tree)) == (depth, 1)
     assert _depth_and_leaf(treedef.unflatten(["x"])) == (depth, "x")
+
+
+def test_ten_thousand_deep_treedefs_and_several_trees() -> None:
+    depth = 10_000
+    tree = _nested(depth)
+    treedef = treekit.tree_structure(tree)
     assert _depth_and_leaf(treekit.tree_map(lambda x, y: y, tree, _nested(depth, 5))) == (depth, 5)
     assert treedef == treekit.tree_structure(_nested(depth, 1)) and hash(treedef) == hash(treekit.tree_structure(tree))
+    assert treedef != treekit.tree_structure(_nested(depth + 1))
     assert repr(treedef) == f"PyTreeDef({'[' * depth}*{']' * depth})"
     assert pickle.loads(pickle.dumps(treedef)) == treedef
+    assert treedef.compose(treekit.tree_structure((0, 0))).num_leaves == 2
 
 
 def test_ten_thousand_deep_with_paths() -> None:

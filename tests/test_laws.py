@@ -125,7 +125,7 @@ def test_children_and_counts(tree: Any) -> None:
 @given(trees(max_leaves=4), st.data())
 def test_broadcast_of_a_prefix(prefix: Any, data: st.DataObject) -> None:
     treedef = tree_structure(prefix)
-    subtrees = [data.draw(trees(max_leaves=3)) for _ in range(treedef.num_leaves)]
+    subtrees = data.draw(st.lists(trees(max_leaves=2), min_size=treedef.num_leaves, max_size=treedef.num_leaves))
     full = treedef.unflatten(subtrees)
     out = treekit.tree_broadcast(prefix, full)
     assert tree_structure(out) == tree_structure(full)

@@ -61,6 +61,8 @@ def _jax_error_path(err: BaseException) -> str | None:
     return match.group(1) if match else None
 
 
+SMALL = st.one_of(LEAVES, st.none(), trees(max_leaves=2))
+
 IS_LEAF: list[Callable[[Any], bool]] = [
     lambda x: isinstance(x, tuple),  # namedtuples too
     lambda x: isinstance(x, list) and len(x) == 1,
@@ -123,12 +125,14 @@ def test_map_agrees(tree: Any) -> None:
     assert ours == theirs
 
 
-@given(trees(max_leaves=6), st.data())
+@given(trees(max_leaves=5), st.data())
 def test_map_over_several_trees_agrees(tree: Any, data: st.DataObject) -> None:
     treedef = treekit.tree_structure(tree)
+    n = treedef.num_leaves
+    # Trees that extend `tree`: a leaf or a small tree where `tree` has a leaf.
     rest = [
-        treedef.unflatten(data.draw(st.lists(trees(max_leaves=2), min_size=n, max_size=n)))
-        for n in [treedef.num_leaves] * data.draw(st.integers(1, 3))
+        treedef.unflatten(data.draw(st.lists(SMALL, min_size=n, max_size=n)))
+        for _ in range(data.draw(st.integers(1, 2)))
     ]
     ours = treekit.tree_map(lambda *xs: xs, tree, *rest)
     theirs = jtu.tree_map(lambda *xs: xs, tree, *rest)
@@ -226,7 +230,6 @@ def test_broadcast_agrees(prefix: Any, data: st.DataObject) -> None:
 
 
 # -- mismatches ------------------------------------------------------------------------------------------------
-SMALL = st.one_of(LEAVES, st.none(), trees(max_leaves=2))
 
 
 @given(trees(max_leaves=4), st.data())
