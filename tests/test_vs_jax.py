@@ -63,6 +63,20 @@ def _jax_error_path(err: BaseException) -> str | None:
 
 SMALL = st.one_of(LEAVES, st.none(), trees(max_leaves=2))
 
+
+def _below_a_namedtuple(tree: Any, path: tuple[Any, ...]) -> bool:
+    """Whether ``path`` passes through a namedtuple of ``tree``.
+
+    jax's error finder there names the wrong field: its flatten_one_level_with_keys gives
+    every field of a namedtuple the first field's key (``.x`` for ``P(x, y).y``, jax 0.10.2).
+    """
+    for entry in path:
+        if isinstance(tree, tuple) and hasattr(type(tree), "_fields"):
+            return True
+        tree = entry.get(tree) if hasattr(entry, "get") else list(treekit.flatten_one_level(tree)[0])[entry.key]
+    return False
+
+
 IS_LEAF: list[Callable[[Any], bool]] = [
     lambda x: isinstance(x, tuple),  # namedtuples too
     lambda x: isinstance(x, list) and len(x) == 1,
@@ -245,7 +259,7 @@ def test_mismatches_agree(context: Any, data: st.DataObject) -> None:
         with pytest.raises(StructureMismatchError) as info:
             treekit.tree_map(lambda *xs: xs, a, b)
         path = _jax_error_path(jax_error)
-        if path is not None:
+        if path is not None and not _below_a_namedtuple(a, info.value.path):
             assert keystr(info.value.path) == path
         with pytest.raises(StructureMismatchError):
             treekit.tree_structure(a).flatten_up_to(b)
