@@ -166,6 +166,7 @@ def test_transpose_nested_outer_and_custom_inner() -> None:
     [
         ([0, 0], (), [(), ()], ()),  # inner without leaves
         ([0, 0], {"a": None}, [{"a": None}, {"a": None}], {"a": None}),
+        ([0, 0], {"a": [], "b": None}, [{"a": [], "b": None}, {"a": [], "b": None}], {"a": [], "b": None}),
         ([], (0, 0), [], ([], [])),  # outer without leaves
         ({}, {"a": 0}, {}, {"a": {}}),
         (0, [0, 0], [1, 2], [1, 2]),  # leaf outer
