@@ -51,7 +51,7 @@ def assert_same_structure(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> N
     >>> assert_same_structure({'w': [1, 2], 'b': 0}, {'w': [1, 2, 3], 'b': 0})
     Traceback (most recent call last):
     ...
-    treekit._errors.StructureMismatchError: b['w']: expected list of length 2, got list of length 3
+    treekit.StructureMismatchError: b['w']: expected list of length 2, got list of length 3
 
     Args:
         a: The reference tree.
