@@ -254,12 +254,13 @@ class TreeDef:
                     return self._walk(tree, label, strict, is_leaf, [])
                 got_node = None if got is None else _record(got, sub, label, link)
             else:
+                assert got is not None
                 try:
-                    children, data, keys = ntype.flatten(sub, with_path)
+                    children, data, keys = got.flatten(sub, with_path)
                 except Exception as exc:
                     if not with_path:
                         return self._walk(tree, label, strict, is_leaf, [])
-                    raise flatten_failed(label, _unlink(link), ntype.type, exc) from exc
+                    raise flatten_failed(label, _unlink(link), got.type, exc) from exc
                 arity = record[2]
                 if len(children) == arity and data == record[1]:
                     if not strict and record[3] == arity == record[4] - 1:
@@ -278,7 +279,7 @@ class TreeDef:
                     continue
                 if not with_path:
                     return self._walk(tree, label, strict, is_leaf, [])
-                got_node = (ntype, data, len(children), 0, 0)
+                got_node = (got, data, len(children), 0, 0)
             assert paths is not None
             path = _unlink(link)
             error = mismatch(label, path, record, sub, got_node)
