@@ -37,6 +37,9 @@ def same_structure(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> bool:
         a: Any pytree.
         b: Any pytree.
         is_leaf: Applies to both trees, as in :func:`treekit.tree_flatten`.
+
+    Returns:
+        ``True`` if the structures are equal, else ``False``.
     """
     try:
         assert_same_structure(a, b, is_leaf=is_leaf)
@@ -102,6 +105,12 @@ class TreeDiff(list[Difference]):
     """The list of :class:`Difference` records that :func:`tree_diff` returns.
 
     ``str`` lists them one per line, the first :attr:`limit`, then ``... and N more``.
+
+    >>> diff = tree_diff({'w': 1}, {'w': 2.0})
+    >>> type(diff).__name__, len(diff)
+    ('TreeDiff', 1)
+    >>> print(diff)
+    b['w']: expected int 1, got float 2.0
     """
 
     limit = 20
@@ -166,6 +175,9 @@ def tree_diff(
         rtol: Relative tolerance, a fraction of ``|a|``.
         atol: Absolute tolerance.
         is_leaf: Applies to both trees, as in :func:`treekit.tree_flatten`.
+
+    Returns:
+        A :class:`TreeDiff` (a list of :class:`Difference`), empty if nothing differs.
     """
     out = TreeDiff()
     for item in align(a, b, "b", is_leaf, is_leaf):
@@ -480,6 +492,11 @@ def assert_trees_all_equal(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> 
     AssertionError: b is not equal to a: 2 differences
     b[0]: expected dtype int64, got dtype float64
     b[1]: expected 'relu', got 'gelu'
+
+    Args:
+        a: The reference tree.
+        b: The tree checked against it.
+        is_leaf: As in :func:`tree_diff`.
 
     Raises:
         AssertionError: Listing every difference, one per line.

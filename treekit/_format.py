@@ -136,6 +136,9 @@ def format_tree(tree: Any, *, is_leaf: IsLeaf | None = None, max_items: int = 6)
         tree: Any pytree.
         is_leaf: As in :func:`treekit.tree_flatten`.
         max_items: Fold lists and tuples longer than this.
+
+    Returns:
+        The view as one string, lines joined by newlines (no trailing newline).
     """
     visits: list[KeyPath] = []
 
@@ -226,6 +229,9 @@ def summary(tree: Any, *, is_leaf: IsLeaf | None = None) -> str:
     Args:
         tree: Any pytree.
         is_leaf: As in :func:`treekit.tree_flatten`.
+
+    Returns:
+        The table as one string, lines joined by newlines (no trailing newline).
     """
     leaves, _, paths = flatten(tree, is_leaf, with_path=True)
     assert paths is not None
