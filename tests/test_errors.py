@@ -287,7 +287,7 @@ def test_a_failing_unflatten_function_raises_type_error_naming_the_type(
         raise KeyError("nope")
 
     registered(Bad, lambda c: treekit.register_pytree_node(c, lambda b: ((1,), "d"), unflatten))
-    message = "the unflatten function registered for Bad raised KeyError: 'nope' (node data 'd', 1 children)"
+    message = "the unflatten function registered for Bad raised KeyError: 'nope' (node data 'd', 1 child)"
     with pytest.raises(TypeError, match=f"^{re.escape(message)}$") as info:
         treekit.tree_map(lambda x: x, [Bad("x")])
     assert type(info.value.__cause__) is KeyError
@@ -483,3 +483,10 @@ def test_ten_thousand_deep_dicts_and_cycle_at_the_bottom() -> None:
     with pytest.raises(TreeCycleError) as info:
         treekit.tree_leaves(tree)
     assert info.value.path == (DictKey("k"),) * (depth + 1) and info.value.ancestor == ()
+
+
+def test_array_leaves_are_shown_by_dtype_and_shape_not_contents() -> None:
+    np = pytest.importorskip("numpy")
+    message = "rest[0]['w']: expected list of length 2, got leaf f32[2,3]"
+    with pytest.raises(StructureMismatchError, match=re.escape(message) + "$"):
+        treekit.tree_map(lambda a, b: a, {"w": [1, 2]}, {"w": np.zeros((2, 3), np.float32)})

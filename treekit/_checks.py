@@ -6,8 +6,8 @@ import math
 import numbers
 from typing import Any, NamedTuple
 
+from treekit._describe import describe_leaf, dtype_name, is_array
 from treekit._errors import StructureMismatchError, _format
-from treekit._format import describe_leaf, dtype_name, is_array
 from treekit._keys import DictKey, KeyPath, keystr
 from treekit._registry import lookup, sort_keys
 from treekit._traverse import IsLeaf, flatten

@@ -6,8 +6,8 @@ import dataclasses
 from typing import Any, Union
 
 from treekit._checks import Difference, align
+from treekit._describe import _SHORT, describe_leaf, dtype_name, is_array
 from treekit._errors import _format
-from treekit._format import _SHORT, describe_leaf, dtype_name, is_array
 from treekit._keys import KeyPath, keystr
 from treekit._ops import tree_map
 from treekit._traverse import IsLeaf, flatten

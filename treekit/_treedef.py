@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from treekit._describe import describe_leaf, is_array
 from treekit._errors import StructureMismatchError, flatten_failed, type_names
 from treekit._keys import KeyPath
 from treekit._registry import NONE, TUPLE, NodeType, dict_keys, lookup
@@ -36,10 +37,16 @@ def describe(ntype: NodeType | None, node_data: Any, arity: int, name: str | Non
         return f"{name} {node_data!r:.80}"
     if kind == "dataclass" and not node_data:
         return str(name)
-    return f"{name} with {arity} children and node data {node_data!r:.80}"
+    return f"{name} with {_count(arity)} and node data {node_data!r:.80}"
+
+
+def _count(n: int) -> str:
+    return "1 child" if n == 1 else f"{n} children"
 
 
 def _describe_value(value: Any) -> str:
+    if is_array(value):
+        return f"leaf {describe_leaf(value)}"
     text = repr(value)
     if len(text) > 40:
         return f"leaf of type {type(value).__name__}"
@@ -382,7 +389,7 @@ def _unflatten(ntype: NodeType, data: Any, children: list[Any]) -> Any:
             raise
         raise TypeError(
             f"the unflatten function registered for {ntype.type.__qualname__} raised "
-            f"{type(exc).__name__}: {exc} (node data {data!r:.60}, {len(children)} children)"
+            f"{type(exc).__name__}: {exc} (node data {data!r:.60}, {_count(len(children))})"
         ) from exc
 
 
