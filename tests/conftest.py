@@ -33,3 +33,12 @@ def registered() -> Iterator[Callable[[type, Callable[[type], Any]], Any]]:
     yield register
     for cls in added:
         _remove(cls)
+
+
+@pytest.fixture
+def case_types() -> Iterator[None]:
+    """Register the custom node types of tests/cases.py for one test."""
+    from cases import case_types
+
+    with case_types():
+        yield

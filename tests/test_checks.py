@@ -76,7 +76,7 @@ MISMATCHES = [
         "dataclass node data",
         Layer(1),
         Layer(1, "gelu"),
-        "b: expected Layer with 1 children and node data ('relu',), got Layer with 1 children and node data ('gelu',)",
+        "b: expected Layer with 1 child and node data ('relu',), got Layer with 1 child and node data ('gelu',)",
     ),
     Mismatch(
         "inside a custom node",
@@ -230,7 +230,7 @@ DIFFS = [
         [Pair(np.zeros(3), 1), Layer(np.zeros(2), "gelu")],
         [
             "b[0][<flat index 0>]: expected shape (2,), got shape (3,)",
-            "b[1]: expected Layer with 1 children and node data ('relu',), got Layer with 1 children "
+            "b[1]: expected Layer with 1 child and node data ('relu',), got Layer with 1 child "
             "and node data ('gelu',)",
         ],
     ),

@@ -267,3 +267,21 @@ def test_treekit_works_without_jax_installed() -> None:
         block_jax=True,
     )
     assert out.split() == ["[1,", "2]", ".y", "no-jax"]
+
+
+def test_structure_checks_work_on_tracers() -> None:
+    spec = {"w": tk.ShapeDtype(("batch", 3), "float32"), "b": tk.ShapeDtype((3,), "float32")}
+
+    @jax.jit
+    def f(params: Any) -> Any:
+        assert tk.same_structure(params, {"w": 0, "b": 0})
+        tk.assert_same_structure(params, {"w": 1, "b": 2})
+        assert tk.check_spec(params, spec) == {"batch": 2}
+        assert not tk.tree_diff(params, params)
+        assert "f32[2,3]" in tk.format_tree(params)
+        return tk.tree_map(lambda x: x * 2, params)
+
+    out = f({"w": jnp.ones((2, 3)), "b": jnp.ones(3)})
+    assert float(out["w"][0, 0]) == 2.0
+    with pytest.raises(ValueError, match=r"\['b'\]"):
+        jax.jit(lambda p: tk.check_spec(p, spec))({"w": jnp.ones((2, 3)), "b": jnp.ones(4)})

@@ -6,7 +6,7 @@ model code keeps rewriting.
 {'w': [2, 4], 'b': 6}
 """
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from treekit import _jax
 from treekit import tree as tree
@@ -82,7 +82,7 @@ from treekit._tree_math import tree_zeros_like as tree_zeros_like
 from treekit._treedef import TreeDef as PyTreeDef
 from treekit._treedef import TreeDef as TreeDef
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from treekit.params import combine as combine
     from treekit.params import partition as partition
     from treekit.params import tree_random_like as tree_random_like
@@ -94,7 +94,7 @@ if TYPE_CHECKING:
 _FROM_PARAMS = ("combine", "partition", "tree_random_like", "tree_stack", "tree_unstack")
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     if name in _FROM_PARAMS:
         from treekit import params
 

@@ -6,8 +6,8 @@ import math
 import numbers
 from typing import Any, NamedTuple
 
+from treekit._describe import describe_leaf, dtype_name, is_array
 from treekit._errors import StructureMismatchError, _format
-from treekit._format import describe_leaf, dtype_name, is_array
 from treekit._keys import DictKey, KeyPath, keystr
 from treekit._registry import lookup, sort_keys
 from treekit._traverse import IsLeaf, flatten
@@ -37,6 +37,9 @@ def same_structure(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> bool:
         a: Any pytree.
         b: Any pytree.
         is_leaf: Applies to both trees, as in :func:`treekit.tree_flatten`.
+
+    Returns:
+        ``True`` if the structures are equal, else ``False``.
     """
     try:
         assert_same_structure(a, b, is_leaf=is_leaf)
@@ -51,7 +54,7 @@ def assert_same_structure(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> N
     >>> assert_same_structure({'w': [1, 2], 'b': 0}, {'w': [1, 2, 3], 'b': 0})
     Traceback (most recent call last):
     ...
-    treekit._errors.StructureMismatchError: b['w']: expected list of length 2, got list of length 3
+    treekit.StructureMismatchError: b['w']: expected list of length 2, got list of length 3
 
     Args:
         a: The reference tree.
@@ -102,6 +105,12 @@ class TreeDiff(list[Difference]):
     """The list of :class:`Difference` records that :func:`tree_diff` returns.
 
     ``str`` lists them one per line, the first :attr:`limit`, then ``... and N more``.
+
+    >>> diff = tree_diff({'w': 1}, {'w': 2.0})
+    >>> type(diff).__name__, len(diff)
+    ('TreeDiff', 1)
+    >>> print(diff)
+    b['w']: expected int 1, got float 2.0
     """
 
     limit = 20
@@ -166,6 +175,9 @@ def tree_diff(
         rtol: Relative tolerance, a fraction of ``|a|``.
         atol: Absolute tolerance.
         is_leaf: Applies to both trees, as in :func:`treekit.tree_flatten`.
+
+    Returns:
+        A :class:`TreeDiff` (a list of :class:`Difference`), empty if nothing differs.
     """
     out = TreeDiff()
     for item in align(a, b, "b", is_leaf, is_leaf):
@@ -480,6 +492,11 @@ def assert_trees_all_equal(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> 
     AssertionError: b is not equal to a: 2 differences
     b[0]: expected dtype int64, got dtype float64
     b[1]: expected 'relu', got 'gelu'
+
+    Args:
+        a: The reference tree.
+        b: The tree checked against it.
+        is_leaf: As in :func:`tree_diff`.
 
     Raises:
         AssertionError: Listing every difference, one per line.

@@ -6,7 +6,7 @@ from typing import Any
 
 from treekit._keys import KeyPath, keystr
 
-__all__ = ["StructureMismatchError", "TreeCycleError", "type_names"]
+__all__ = ["StructureMismatchError", "TreeCycleError", "flatten_failed", "type_names"]
 
 
 def _format(label: str, path: KeyPath, expected: str, got: str, detail: str | None, hint: str | None) -> str:
@@ -114,6 +114,17 @@ class TreeCycleError(ValueError):
     def __reduce__(self) -> tuple[Any, ...]:
         what = str(self).rsplit("(this ", 1)[-1].split(" is the same", 1)[0]
         return (type(self), (self.label, self.path, self.ancestor, what))
+
+
+def flatten_failed(label: str, path: KeyPath, cls: type, exc: Exception) -> TypeError:
+    """The error for a registered flatten function that raised ``exc`` at ``label + path``.
+
+    Both walkers raise it ``from exc``:
+
+    >>> flatten_failed('rest[0]', (), dict, KeyError('w'))
+    TypeError("rest[0]: flattening dict failed: KeyError: 'w'")
+    """
+    return TypeError(f"{label}{keystr(path)}: flattening {cls.__qualname__} failed: {type(exc).__name__}: {exc}")
 
 
 def type_names(a: type, b: type) -> tuple[str, str]:

@@ -404,13 +404,9 @@ def tree_transpose(outer_treedef: TreeDef, inner_treedef: TreeDef | None, pytree
         inner_treedef = flatten(first[0] if first else None)[1]
     composed = outer_treedef.compose(inner_treedef)
     flat = composed._walk(pytree_to_transpose, "pytree_to_transpose", strict=True)
+    # flat holds one row of `width` inner leaves per outer leaf; column k is every width-th.
     width = inner_treedef.num_leaves
-    rows = [flat[k : k + width] for k in range(0, len(flat), width)] if width else []
-    if rows:
-        columns = [outer_treedef._build(list(column)) for column in zip(*rows)]
-    else:
-        columns = [outer_treedef._build([]) for _ in range(width)]
-    return inner_treedef._build(columns)
+    return inner_treedef._build([outer_treedef._build(flat[k::width]) for k in range(width)])
 
 
 def tree_broadcast(prefix_tree: PyTree, full_tree: PyTree, is_leaf: IsLeaf | None = None) -> PyTree:

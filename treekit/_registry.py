@@ -140,12 +140,19 @@ def _remove(cls: type) -> None:
 
 # -- key entries, shared so that flattening with paths allocates no keys ----------------------
 _SEQ_KEYS: list[SequenceKey] = [SequenceKey(i) for i in range(256)]
+_SEQ_LOCK = threading.Lock()
 
 
 def sequence_keys(n: int) -> list[SequenceKey]:
-    """``[SequenceKey(0), ..., SequenceKey(n - 1)]`` from a shared cache."""
+    """``[SequenceKey(0), ..., SequenceKey(n - 1)]`` from a shared cache.
+
+    The cache only grows, under a lock and by one ``extend`` of a finished list, so that a
+    thread reading ``_SEQ_KEYS[:n]`` never sees keys out of order.
+    """
     if n > len(_SEQ_KEYS):
-        _SEQ_KEYS.extend(SequenceKey(i) for i in range(len(_SEQ_KEYS), n))
+        with _SEQ_LOCK:
+            if n > len(_SEQ_KEYS):
+                _SEQ_KEYS.extend([SequenceKey(i) for i in range(len(_SEQ_KEYS), n)])
     return _SEQ_KEYS[:n]
 
 

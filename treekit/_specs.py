@@ -6,8 +6,8 @@ import dataclasses
 from typing import Any, Union
 
 from treekit._checks import Difference, align
+from treekit._describe import _SHORT, describe_leaf, dtype_name, is_array
 from treekit._errors import _format
-from treekit._format import _SHORT, describe_leaf, dtype_name, is_array
 from treekit._keys import KeyPath, keystr
 from treekit._ops import tree_map
 from treekit._traverse import IsLeaf, flatten
@@ -71,6 +71,9 @@ def tree_spec(tree: Any, *, is_leaf: IsLeaf | None = None) -> Any:
         tree: A tree whose leaves have ``shape`` and ``dtype`` (numpy or jax arrays,
             ``jax.ShapeDtypeStruct``, ...).
         is_leaf: As in :func:`treekit.tree_flatten`.
+
+    Returns:
+        ``tree`` with each leaf replaced by its :class:`ShapeDtype`.
 
     Raises:
         TypeError: If some leaves have no shape or dtype; the message lists them all.
@@ -161,6 +164,9 @@ def check_spec(tree: Any, spec: Any, *, is_leaf: IsLeaf | None = None) -> dict[s
         spec: The tree of specs; its structure is the reference.
         is_leaf: Applies to ``tree``, as in :func:`treekit.tree_flatten`.
 
+    Returns:
+        A dict from each named dim of ``spec`` to the size it has in ``tree``.
+
     Raises:
         ValueError: Listing every problem, one line per key path: structural differences,
             leaves without shape or dtype, wrong dtypes, ranks and dims.
@@ -192,8 +198,15 @@ def assert_tree_shapes(tree: Any, shapes_tree: Any, *, is_leaf: IsLeaf | None = 
     AssertionError: tree does not have the shapes of shapes_tree: 1 problem
     tree[1]['b']: expected shape (1,), got shape (2,) (dim 0 is 2, not 1)
 
+    Args:
+        tree: The tree to check.
+        shapes_tree: ``tree``'s structure with a shape tuple (or an array, whose shape is used)
+            at each leaf.
+        is_leaf: Applies to ``tree``, as in :func:`treekit.tree_flatten`.
+
     Raises:
         AssertionError: Listing every leaf whose shape differs, and structural differences.
+        TypeError: If a leaf of ``shapes_tree`` is neither a shape tuple nor an array.
     """
     spec = tree_map(
         lambda s: ShapeDtype(s) if _is_shape(s) else ShapeDtype(tuple(s.shape)) if is_array(s) else s,

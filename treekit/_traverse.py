@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from treekit._errors import TreeCycleError
+from treekit._errors import TreeCycleError, flatten_failed
 from treekit._keys import KeyPath
 from treekit._registry import MISSING, TYPES, NodeType, resolve
 from treekit._treedef import LEAF, Node, TreeDef
@@ -117,12 +117,7 @@ def _frame_keys(frames: list[tuple[Any, ...]]) -> list[Any]:
 
 
 def _flatten_failed(label: str, frames: list[tuple[Any, ...]], ntype: NodeType, exc: Exception) -> TypeError:
-    from treekit._keys import keystr
-
-    path = keystr(tuple(_frame_keys(frames)))
-    return TypeError(
-        f"{label}{path}: flattening {ntype.type.__qualname__} failed: {type(exc).__name__}: {exc}"
-    )
+    return flatten_failed(label, tuple(_frame_keys(frames)), ntype.type, exc)
 
 
 def _cycle(label: str, frames: list[tuple[Any, ...]], ident: int, ntype: NodeType) -> TreeCycleError:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from itertools import islice
 from typing import Any
 
-from treekit._errors import StructureMismatchError, type_names
+from treekit._describe import describe_leaf, is_array
+from treekit._errors import StructureMismatchError, flatten_failed, type_names
 from treekit._keys import KeyPath
 from treekit._registry import NONE, TUPLE, NodeType, dict_keys, lookup
 
@@ -37,10 +37,16 @@ def describe(ntype: NodeType | None, node_data: Any, arity: int, name: str | Non
         return f"{name} {node_data!r:.80}"
     if kind == "dataclass" and not node_data:
         return str(name)
-    return f"{name} with {arity} children and node data {node_data!r:.80}"
+    return f"{name} with {_count(arity)} and node data {node_data!r:.80}"
+
+
+def _count(n: int) -> str:
+    return "1 child" if n == 1 else f"{n} children"
 
 
 def _describe_value(value: Any) -> str:
+    if is_array(value):
+        return f"leaf {describe_leaf(value)}"
     text = repr(value)
     if len(text) > 40:
         return f"leaf of type {type(value).__name__}"
@@ -211,91 +217,85 @@ class TreeDef:
         paths: list[KeyPath] | None = None,
         errors: list[tuple[int, int, StructureMismatchError]] | None = None,
     ) -> list[Any]:
-        """The one guided walker: match ``tree`` against the nodes, root first.
+        """The one guided walker: match ``tree`` against the nodes, root first, left to right.
 
         ``strict`` also requires a leaf wherever this treedef has one (``is_leaf`` decides what
-        counts as a leaf there). The walk goes right to left; on a mismatch the tree is walked
-        again collecting them all, and the leftmost one (the first in leaf order) is raised.
-        Keys are tracked only with ``paths`` or ``errors``: the happy path makes no key entries.
+        counts as a leaf there). Keys are tracked only with ``paths`` or ``errors``: the happy
+        path makes no key entries, and a mismatch found without them is found again with
+        them, so that the error (the leftmost mismatch) names its key path.
 
         With ``errors`` (a list), mismatches are collected instead of raised: each appends
         ``(start, stop, error)``, left to right, where this treedef's leaves ``start:stop`` lie
         under the mismatched node; those result slots hold ``None`` (and, in ``paths``, the
-        node's key path) and the walk goes on past the node. Keys are then always tracked.
+        node's key path) and the walk goes on past the node.
         """
-        out: list[Any] = []
-        got_node: Node | None
-        stack = [tree]
+        nodes = self._nodes
         if errors is not None and paths is None:
             paths = []
-        found: list[tuple[int, int, StructureMismatchError]] = []
-        total = self._nodes[-1][3]
-        # With paths, each subtree's key path as a linked list (parent link, key entry), so
-        # that deep trees cost no copying; _unlink makes the tuple when one is needed.
-        pstack: list[Any] = [None]
-        link = None
-        records = reversed(self._nodes)
-        for record in records:
-            sub = stack.pop()
-            if paths is not None:
-                link = pstack.pop()
+        with_path = paths is not None
+        out: list[Any] = []
+        # (subtree, index of its node record, key path link). Children are pushed last
+        # first, so the walk goes left to right. With paths, each key path is a linked list
+        # (parent link, key entry), so that deep trees cost no copying; _unlink makes the
+        # tuple when needed.
+        stack: list[tuple[Any, int, Any]] = [(tree, len(nodes) - 1, None)]
+        pop, push = stack.pop, stack.append
+        keys: Any
+        got_node: Node | None
+        while stack:
+            sub, j, link = pop()
+            record = nodes[j]
             ntype = record[0]
-            if is_leaf is not None and is_leaf(sub):
-                got = None
-            else:
-                got = lookup(type(sub))
+            got = None if is_leaf is not None and is_leaf(sub) else lookup(type(sub))
             if ntype is None:
                 if not strict or got is None:
                     out.append(sub)
                     if paths is not None:
                         paths.append(_unlink(link))
                     continue
-                if errors is None:
-                    raise self._first_mismatch(tree, label, strict, is_leaf)
-                children, data, _ = got.flatten(sub, False)
-                got_node = (got, data, len(children), 0, 0)
+                if not with_path:
+                    return self._walk(tree, label, strict, is_leaf, [])
+                got_node = _record(got, sub, label, link)
             elif got is not ntype:
-                if errors is None:
-                    raise self._first_mismatch(tree, label, strict, is_leaf)
-                got_node = None
-                if got is not None:
-                    children, data, _ = got.flatten(sub, False)
-                    got_node = (got, data, len(children), 0, 0)
+                if not with_path:
+                    return self._walk(tree, label, strict, is_leaf, [])
+                got_node = None if got is None else _record(got, sub, label, link)
             else:
-                assert ntype is not None
-                children, data, keys = ntype.flatten(sub, paths is not None)
-                if len(children) == record[2] and data == record[1]:
-                    stack.extend(children)
-                    if paths is not None:
-                        assert keys is not None
-                        pstack.extend([(link, key) for key in keys])
+                assert got is not None
+                try:
+                    children, data, keys = got.flatten(sub, with_path)
+                except Exception as exc:
+                    if not with_path:
+                        return self._walk(tree, label, strict, is_leaf, [])
+                    raise flatten_failed(label, _unlink(link), got.type, exc) from exc
+                arity = record[2]
+                if len(children) == arity and data == record[1]:
+                    if not strict and record[3] == arity == record[4] - 1:
+                        # Every child is a leaf (wide lists, dicts of arrays): take them as they are.
+                        out.extend(children)
+                        if paths is not None:
+                            prefix = _unlink(link)
+                            paths.extend([(*prefix, key) for key in keys])
+                        continue
+                    # The last child's record sits just before its parent's, each earlier
+                    # sibling's just before the later sibling's subtree.
+                    j -= 1
+                    for c in range(arity - 1, -1, -1):
+                        push((children[c], j, (link, keys[c]) if with_path else None))
+                        j -= nodes[j][4]
                     continue
-                if errors is None:
-                    raise self._first_mismatch(tree, label, strict, is_leaf)
-                got_node = (ntype, data, len(children), 0, 0)
+                if not with_path:
+                    return self._walk(tree, label, strict, is_leaf, [])
+                got_node = (got, data, len(children), 0, 0)
             assert paths is not None
             path = _unlink(link)
             error = mismatch(label, path, record, sub, got_node)
-            stop = total - len(out)
-            found.append((stop - record[3], stop, error))
+            if errors is None:
+                raise error
+            errors.append((len(out), len(out) + record[3], error))
             out.extend([None] * record[3])
             paths.extend([path] * record[3])
-            for _ in islice(records, record[4] - 1):  # skip the node's descendants
-                pass
-        out.reverse()
-        if paths is not None:
-            paths.reverse()
-        if errors is not None:
-            found.reverse()
-            errors.extend(found)
         return out
-
-    def _first_mismatch(
-        self, tree: Any, label: str, strict: bool, is_leaf: Callable[[Any], bool] | None
-    ) -> StructureMismatchError:
-        found: list[tuple[int, int, StructureMismatchError]] = []
-        self._walk(tree, label, strict, is_leaf, None, found)
-        return found[0][2]
 
     # -- structure queries ----------------------------------------------------------------------
     def children(self) -> list[TreeDef]:
@@ -372,6 +372,15 @@ def _unlink(link: Any) -> KeyPath:
     return tuple(keys)
 
 
+def _record(ntype: NodeType, sub: Any, label: str, link: Any) -> Node:
+    """The node record of ``sub`` (for an error message), wrapping a failing flatten."""
+    try:
+        children, data, _ = ntype.flatten(sub, False)
+    except Exception as exc:
+        raise flatten_failed(label, _unlink(link), ntype.type, exc) from exc
+    return (ntype, data, len(children), 0, 0)
+
+
 def _unflatten(ntype: NodeType, data: Any, children: list[Any]) -> Any:
     try:
         return ntype.unflatten(data, children)
@@ -380,7 +389,7 @@ def _unflatten(ntype: NodeType, data: Any, children: list[Any]) -> Any:
             raise
         raise TypeError(
             f"the unflatten function registered for {ntype.type.__qualname__} raised "
-            f"{type(exc).__name__}: {exc} (node data {data!r:.60}, {len(children)} children)"
+            f"{type(exc).__name__}: {exc} (node data {data!r:.60}, {_count(len(children))})"
         ) from exc
 
 

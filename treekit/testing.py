@@ -5,8 +5,9 @@
 
 >>> from hypothesis import find, settings
 >>> quick = settings(max_examples=100, database=None, derandomize=True)
->>> find(trees(), lambda t: isinstance(t, list) and len(t) == 2, settings=quick)
-[0, 0]
+>>> example = find(trees(), lambda t: isinstance(t, list) and len(t) == 2, settings=quick)
+>>> type(example), len(example)
+(<class 'list'>, 2)
 """
 
 from __future__ import annotations

@@ -1,0 +1,492 @@
+"""Errors are API: one full message per error kind, cycles, very deep trees, failing user functions."""
+
+from __future__ import annotations
+
+import collections
+import pickle
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from cases import Point
+
+import treekit
+from treekit import DictKey, SequenceKey, StructureMismatchError, TreeCycleError, keystr
+
+pytestmark = pytest.mark.usefixtures("case_types")
+
+NONE_HINT = "None is a node with no children, not a leaf: to treat it as a leaf pass is_leaf=lambda x: x is None"
+
+GeoA = collections.namedtuple("Point", "x y", module="geo.a")  # type: ignore[name-match]
+GeoB = collections.namedtuple("Point", "x y", module="geo.b")  # type: ignore[name-match]
+Vec = collections.namedtuple("Vec", "x y")
+
+
+def _map(*trees: Any, **kwargs: Any) -> Any:
+    return treekit.tree_map(lambda *xs: None, *trees, **kwargs)
+
+
+# (name, tree, rest tree, full message of tree_map(f, tree, rest)).
+MISMATCHES = [
+    ("list_length", [1, 2], [1, 2, 3], "rest[0]: expected list of length 2, got list of length 3"),
+    (
+        "list_length_nested",
+        {"layers": [[1, 2], [3, 4]]},
+        {"layers": [[1, 2], [3, 4, 5]]},
+        "rest[0]['layers'][1]: expected list of length 2, got list of length 3",
+    ),
+    (
+        "dict_missing_and_extra",
+        {"params": {"b": 1, "w": 2}},
+        {"params": {"w": 1, "x": 2}},
+        "rest[0]['params']: expected dict with keys ['b', 'w'], got keys ['w', 'x'] (missing 'b'; extra 'x')",
+    ),
+    (
+        "dict_missing",
+        {"a": 1, "b": 2},
+        {"a": 1},
+        "rest[0]: expected dict with keys ['a', 'b'], got keys ['a'] (missing 'b')",
+    ),
+    (
+        "dict_extra",
+        {"a": 1},
+        {"b": 2, "a": 1},
+        "rest[0]: expected dict with keys ['a'], got keys ['a', 'b'] (extra 'b')",
+    ),
+    ("list_vs_tuple", [[1, 2]], [(1, 2)], "rest[0][0]: expected list of length 2, got tuple of length 2"),
+    ("tuple_vs_list", (1, 2), [1, 2], "rest[0]: expected tuple of length 2, got list of length 2"),
+    ("node_vs_leaf", [[1]], [1], "rest[0][0]: expected list of length 1, got leaf 1"),
+    ("node_vs_long_leaf", [(1, 2)], ["x" * 50], "rest[0][0]: expected tuple of length 2, got leaf of type str"),
+    (
+        "namedtuples_sharing_a_name",
+        [GeoA(1, 2)],
+        [GeoB(1, 2)],
+        "rest[0][0]: expected namedtuple geo.a.Point, got namedtuple geo.b.Point",
+    ),
+    ("namedtuples", Vec(1, 2), GeoA(1, 2), "rest[0]: expected namedtuple Vec, got namedtuple Point"),
+    ("namedtuple_vs_tuple", [Vec(1, 2)], [(1, 2)], "rest[0][0]: expected namedtuple Vec, got tuple of length 2"),
+    ("none_vs_leaf", [None, 1], [1, 1], f"rest[0][0]: expected None, got leaf 1\n{NONE_HINT}"),
+    ("none_vs_node", {"a": None}, {"a": [1]}, f"rest[0]['a']: expected None, got list of length 1\n{NONE_HINT}"),
+    ("node_vs_none", [[]], [None], "rest[0][0]: expected list of length 0, got None"),
+    (
+        "custom_node_data",
+        {"p": Point(1, 2, label="p")},
+        {"p": Point(1, 2, label="q")},
+        "rest[0]['p']: expected Point with 2 children and node data 'p', got Point with 2 children and node data 'q'",
+    ),
+    (
+        "custom_vs_builtin",
+        Point(1, 2),
+        [1, 2],
+        "rest[0]: expected Point with 2 children and node data 'p', got list of length 2",
+    ),
+    (
+        "ordereddict_order",
+        collections.OrderedDict(a=1, b=2),
+        collections.OrderedDict(b=1, a=2),
+        "rest[0]: expected OrderedDict with keys ['a', 'b'], got keys ['b', 'a'] (same keys in another order)",
+    ),
+    (
+        "ordereddict_vs_dict",
+        collections.OrderedDict(a=1),
+        {"a": 1},
+        "rest[0]: expected OrderedDict with keys ['a'], got dict with keys ['a']",
+    ),
+    (
+        "defaultdict_factory",
+        collections.defaultdict(list, a=1),
+        collections.defaultdict(int, a=1),
+        "rest[0]: expected defaultdict with keys ['a'], got keys ['a'] "
+        "(default_factory <class 'list'> vs <class 'int'>)",
+    ),
+    ("static", [1, treekit.tree], [1, "relu"], None),  # a module is a leaf: no error
+]
+
+
+@pytest.mark.parametrize(("name", "tree", "rest", "message"), MISMATCHES, ids=lambda x: x if isinstance(x, str) else "")
+def test_tree_map_mismatch_messages(name: str, tree: Any, rest: Any, message: str | None) -> None:
+    if message is None:
+        _map(tree, rest)
+        return
+    with pytest.raises(StructureMismatchError, match=f"^{re.escape(message)}$") as info:
+        _map(tree, rest)
+    assert isinstance(info.value, ValueError)
+    assert info.value.label == "rest[0]"
+    assert "rest[0]" + keystr(info.value.path) == message.split(":")[0]
+
+
+@pytest.mark.parametrize(("name", "tree", "rest", "message"), MISMATCHES, ids=lambda x: x if isinstance(x, str) else "")
+def test_flatten_up_to_gives_the_same_messages_labelled_tree(
+    name: str, tree: Any, rest: Any, message: str | None
+) -> None:
+    if message is None:
+        return
+    expected = "tree" + message.removeprefix("rest[0]")
+    with pytest.raises(StructureMismatchError, match=f"^{re.escape(expected)}$"):
+        treekit.tree_structure(tree).flatten_up_to(rest)
+
+
+def test_the_hint_is_right() -> None:
+    assert _map([None, 1], [1, 1], is_leaf=lambda x: x is None) == [None, None]
+
+
+def test_label_names_the_argument_and_path_is_an_attribute() -> None:
+    with pytest.raises(StructureMismatchError) as info:
+        treekit.tree_map(lambda *x: 0, {"a": [1]}, {"a": [1]}, {"a": [1, 2]})
+    err = info.value
+    assert (err.label, err.path) == ("rest[1]", (DictKey("a"),))
+    assert (err.expected, err.got, err.detail) == ("list of length 1", "list of length 2", None)
+    clone = pickle.loads(pickle.dumps(err))
+    assert type(clone) is StructureMismatchError
+    assert (str(clone), clone.label, clone.path) == (str(err), err.label, err.path)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: treekit.tree_broadcast([1, 2], [(0, 0)]),
+            "full_tree: expected list of length 2, got list of length 1",
+        ),
+        (
+            lambda: treekit.tree_transpose(
+                treekit.tree_structure([0, 0]), treekit.tree_structure({"a": 0, "b": 0}), [{"a": 1, "b": 2}, {"a": 3}]
+            ),
+            "pytree_to_transpose[1]: expected dict with keys ['a', 'b'], got keys ['a'] (missing 'b')",
+        ),
+        (
+            lambda: treekit.tree_transpose(
+                treekit.tree_structure([0, 0]), treekit.tree_structure((0, 0)), [(1, 2), (3, [4])]
+            ),
+            "pytree_to_transpose[1][1]: expected a leaf, got list of length 1",
+        ),
+        (
+            lambda: treekit.tree_map_with_path(lambda p, x, y: x, {"w": (1,)}, {"w": (1, 2)}),
+            "rest[0]['w']: expected tuple of length 1, got tuple of length 2",
+        ),
+    ],
+)
+def test_other_entry_points_label_their_argument(call: Callable[[], Any], message: str) -> None:
+    with pytest.raises(StructureMismatchError, match=f"^{re.escape(message)}$"):
+        call()
+
+
+# -- unflatten ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("tree", "leaves", "message"),
+    [
+        ([1, 2], [1, 2, 3], "leaves: expected 2 leaves, got 3 (for PyTreeDef([*, *]))"),
+        ({"a": 1}, [], "leaves: expected 1 leaves, got 0 (for PyTreeDef({'a': *}))"),
+        (None, [1], "leaves: expected 0 leaves, got 1 (for PyTreeDef(None))"),
+        (
+            {f"key{i}": i for i in range(20)},
+            [],
+            "leaves: expected 20 leaves, got 0 (for PyTreeDef({'key0': *, 'key1': *, 'key10': *, 'key11': *, "
+            "'key12': *, 'key13': *, 'key14': *, 'key15': *, 'key16': *, ...)",
+        ),
+    ],
+)
+def test_unflatten_with_the_wrong_number_of_leaves(tree: Any, leaves: list[Any], message: str) -> None:
+    treedef = treekit.tree_structure(tree)
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        treekit.tree_unflatten(treedef, leaves)
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        treedef.unflatten(iter(leaves))
+
+
+# -- user functions that fail ---------------------------------------------------------------------------
+class Bad:
+    """A node whose flatten function misbehaves as ``mode`` says."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+
+def _flatten_bad(b: Bad) -> Any:
+    if b.mode == "raise":
+        raise RuntimeError("boom")
+    if b.mode == "not_a_pair":
+        return 3
+    if b.mode == "triple":
+        return ((), None, 1)
+    if b.mode == "not_iterable":
+        return 5, None
+    return (1,), None
+
+
+@pytest.fixture
+def bad_node(registered: Callable[[type, Callable[[type], Any]], Any]) -> None:
+    registered(Bad, lambda c: treekit.register_pytree_node(c, _flatten_bad, lambda _, ch: Bad("ok")))
+
+
+BAD_FLATTEN = [
+    ("raise", RuntimeError, "RuntimeError: boom"),
+    (
+        "not_a_pair",
+        TypeError,
+        "TypeError: the flatten function registered for Bad returned int 3; expected a (children, node data) pair",
+    ),
+    (
+        "triple",
+        TypeError,
+        "TypeError: the flatten function registered for Bad returned tuple ((), None, 1); "
+        "expected a (children, node data) pair",
+    ),
+    (
+        "not_iterable",
+        TypeError,
+        "TypeError: the flatten function registered for Bad returned children of type int; expected an iterable",
+    ),
+]
+
+
+@pytest.mark.usefixtures("bad_node")
+@pytest.mark.parametrize(("mode", "cause", "detail"), BAD_FLATTEN, ids=[m for m, _, _ in BAD_FLATTEN])
+@pytest.mark.parametrize(
+    ("call", "where"),
+    [
+        (lambda bad: treekit.tree_leaves({"a": [0, bad]}), "tree['a'][1]"),
+        (lambda bad: treekit.tree_leaves_with_path({"a": [0, bad]}), "tree['a'][1]"),
+        (lambda bad: treekit.tree_map(lambda x, y: x, {"a": [0, 1]}, {"a": [0, bad]}), None),  # a leaf there
+        (lambda bad: treekit.tree_map(lambda x, y: x, {"a": [0, Bad("ok")]}, {"a": [0, bad]}), "rest[0]['a'][1]"),
+        (lambda bad: treekit.tree_structure([Bad("ok")]).flatten_up_to([bad]), "tree[0]"),
+        (lambda bad: treekit.tree_structure([[0]]).flatten_up_to([bad]), "tree[0]"),
+    ],
+    ids=["leaves", "leaves_with_path", "map_rest_leaf", "map_rest_node", "flatten_up_to", "flatten_up_to_wrong_type"],
+)
+def test_a_failing_flatten_function_raises_type_error_naming_type_and_path(
+    mode: str, cause: type, detail: str, call: Callable[[Bad], Any], where: str | None
+) -> None:
+    if where is None:
+        call(Bad(mode))
+        return
+    with pytest.raises(TypeError, match=f"^{re.escape(f'{where}: flattening Bad failed: {detail}')}$") as info:
+        call(Bad(mode))
+    assert type(info.value.__cause__) is cause
+
+
+def test_flatten_with_keys_returning_non_pairs(registered: Callable[[type, Callable[[type], Any]], Any]) -> None:
+    registered(Bad, lambda c: treekit.register_pytree_with_keys(c, lambda b: ([1, 2], None), lambda _, ch: Bad("ok")))
+    message = (
+        "tree[0]: flattening Bad failed: TypeError: the flatten_with_keys function registered for Bad returned 1 "
+        "among its children; expected (key entry, child) pairs"
+    )
+    for call in (treekit.tree_leaves, treekit.tree_leaves_with_path):
+        with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+            call([Bad("x")])
+
+
+def test_a_failing_unflatten_function_raises_type_error_naming_the_type(
+    registered: Callable[[type, Callable[[type], Any]], Any],
+) -> None:
+    def unflatten(data: Any, children: Any) -> Any:
+        raise KeyError("nope")
+
+    registered(Bad, lambda c: treekit.register_pytree_node(c, lambda b: ((1,), "d"), unflatten))
+    message = "the unflatten function registered for Bad raised KeyError: 'nope' (node data 'd', 1 child)"
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$") as info:
+        treekit.tree_map(lambda x: x, [Bad("x")])
+    assert type(info.value.__cause__) is KeyError
+
+
+# -- cycles -----------------------------------------------------------------------------------------------
+class Loop:
+    """A custom node holding a list of children (which may hold the node itself)."""
+
+    def __init__(self, kids: list[Any]) -> None:
+        self.kids = kids
+
+
+def _cyclic_list() -> Any:
+    tree: list[Any] = [1, [2]]
+    tree[1].append(tree)
+    return tree
+
+
+def _cyclic_dict() -> Any:
+    tree: dict[str, Any] = {"x": {"y": None}}
+    tree["x"]["y"] = tree["x"]
+    return tree
+
+
+def _cyclic_custom() -> Any:
+    inner = Loop([])
+    outer = Loop([1, inner])
+    inner.kids.append(outer)
+    return {"root": outer}
+
+
+CYCLES = [
+    (
+        _cyclic_list,
+        "tree[1][1]: expected a tree, got a cycle (this list is the same object as its ancestor tree)",
+        (SequenceKey(1), SequenceKey(1)),
+        (),
+    ),
+    (
+        _cyclic_dict,
+        "tree['x']['y']: expected a tree, got a cycle (this dict is the same object as its ancestor tree['x'])",
+        (DictKey("x"), DictKey("y")),
+        (DictKey("x"),),
+    ),
+    (
+        _cyclic_custom,
+        "tree['root'][<flat index 1>][<flat index 0>]: expected a tree, got a cycle "
+        "(this Loop is the same object as its ancestor tree['root'])",
+        (DictKey("root"), treekit.FlattenedIndexKey(1), treekit.FlattenedIndexKey(0)),
+        (DictKey("root"),),
+    ),
+]
+
+CALLS: list[Callable[[Any], Any]] = [
+    treekit.tree_leaves,
+    treekit.tree_structure,
+    treekit.tree_leaves_with_path,
+    lambda t: treekit.tree_map(lambda x: x, t),
+    lambda t: treekit.tree_map_with_path(lambda p, x: x, t),
+    lambda t: treekit.tree_reduce(lambda a, b: a, t, 0),
+    treekit.tree_all,
+]
+
+
+@pytest.fixture
+def loop_node(registered: Callable[[type, Callable[[type], Any]], Any]) -> None:
+    registered(Loop, lambda c: treekit.register_pytree_node(c, lambda n: (n.kids, None), lambda _, ch: Loop(ch)))
+
+
+@pytest.mark.usefixtures("loop_node")
+@pytest.mark.parametrize(("make", "message", "path", "ancestor"), CYCLES, ids=["list", "dict", "custom"])
+@pytest.mark.parametrize(
+    "call", CALLS, ids=["leaves", "structure", "leaves_with_path", "map", "map_with_path", "reduce", "all"]
+)
+def test_cycles_raise_naming_where_they_close(
+    make: Callable[[], Any], message: str, path: tuple[Any, ...], ancestor: tuple[Any, ...], call: Callable[[Any], Any]
+) -> None:
+    with pytest.raises(TreeCycleError, match=f"^{re.escape(message)}$") as info:
+        call(make())
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert (err.label, err.path, err.ancestor) == ("tree", path, ancestor)
+    clone = pickle.loads(pickle.dumps(err))
+    assert (str(clone), clone.path, clone.ancestor) == (str(err), err.path, err.ancestor)
+
+
+def test_a_list_holding_itself() -> None:
+    tree: list[Any] = [0]
+    tree.append(tree)
+    message = "tree[1]: expected a tree, got a cycle (this list is the same object as its ancestor tree)"
+    with pytest.raises(TreeCycleError, match=f"^{re.escape(message)}$"):
+        treekit.tree_leaves(tree)
+
+
+def test_the_guided_walk_stops_at_the_treedef_on_a_cyclic_rest_tree() -> None:
+    cyclic = _cyclic_list()
+    out = treekit.tree_map(lambda x, y: y, [1, [2, 3]], cyclic)
+    assert out[0] == 1 and out[1][0] == 2 and out[1][1] is cyclic
+    with pytest.raises(StructureMismatchError, match=re.escape("rest[0][1][1][1]: expected list of length 1, got")):
+        treekit.tree_map(lambda x, y: x, [1, [2, [3, [4]]]], cyclic)
+
+
+def test_cycles_in_a_fresh_interpreter_raise_and_leave_it_working() -> None:
+    # A hang or a crash of the interpreter would fail here (timeout, return code), not hang pytest.
+    script = textwrap.dedent(
+        """
+        import treekit
+        tree = [1, {"a": [2]}]
+        tree[1]["a"].append(tree)
+        for call in (treekit.tree_leaves, treekit.tree_leaves_with_path, treekit.tree_structure,
+                     lambda t: treekit.tree_map(lambda x: x, t)):
+            try:
+                call(tree)
+            except treekit.TreeCycleError as err:
+                print(err)
+            else:
+                raise SystemExit("no error")
+        print(treekit.tree_leaves([1, [2, 3]]))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    message = "tree[1]['a'][1]: expected a tree, got a cycle (this list is the same object as its ancestor tree)"
+    assert done.stdout.splitlines() == [message] * 4 + ["[1, 2, 3]"]
+
+
+# -- very deep trees ------------------------------------------------------------------------------------
+def _nested(depth: int, leaf: Any = 0) -> Any:
+    tree = leaf
+    for _ in range(depth):
+        tree = [tree]
+    return tree
+
+
+def _depth_and_leaf(tree: Any) -> tuple[int, Any]:
+    depth = 0
+    while type(tree) is list:
+        (tree,) = tree
+        depth += 1
+    return depth, tree
+
+
+@pytest.mark.parametrize("depth", [10_000, 100_000])
+def test_very_deep_lists_flatten_map_and_unflatten(depth: int) -> None:
+    tree = _nested(depth)
+    leaves, treedef = treekit.tree_flatten(tree)
+    assert leaves == [0]
+    assert (treedef.num_leaves, treedef.num_nodes) == (1, depth + 1)
+    assert _depth_and_leaf(treekit.tree_map(lambda x: x + 1, tree)) == (depth, 1)
+    assert _depth_and_leaf(treedef.unflatten(["x"])) == (depth, "x")
+
+
+def test_ten_thousand_deep_treedefs_and_several_trees() -> None:
+    depth = 10_000
+    tree = _nested(depth)
+    treedef = treekit.tree_structure(tree)
+    assert _depth_and_leaf(treekit.tree_map(lambda x, y: y, tree, _nested(depth, 5))) == (depth, 5)
+    assert treedef == treekit.tree_structure(_nested(depth, 1)) and hash(treedef) == hash(treekit.tree_structure(tree))
+    assert treedef != treekit.tree_structure(_nested(depth + 1))
+    assert repr(treedef) == f"PyTreeDef({'[' * depth}*{']' * depth})"
+    assert pickle.loads(pickle.dumps(treedef)) == treedef
+    assert treedef.compose(treekit.tree_structure((0, 0))).num_leaves == 2
+
+
+def test_ten_thousand_deep_with_paths() -> None:
+    depth = 10_000
+    tree = _nested(depth)
+    ((path, leaf),) = treekit.tree_leaves_with_path(tree)
+    assert leaf == 0 and path == (SequenceKey(0),) * depth
+    out = treekit.tree_map_with_path(lambda p, x: len(p), tree)
+    assert _depth_and_leaf(out) == (depth, depth)
+    assert len(treekit.tree_structure(tree).children()) == 1
+
+
+def test_ten_thousand_deep_mismatch_names_the_path() -> None:
+    depth = 10_000
+    with pytest.raises(StructureMismatchError) as info:
+        treekit.tree_map(lambda x, y: x, _nested(depth, [0]), _nested(depth, (0,)))
+    assert info.value.path == (SequenceKey(0),) * depth
+    assert str(info.value) == "rest[0]" + "[0]" * depth + ": expected list of length 1, got tuple of length 1"
+
+
+def test_ten_thousand_deep_dicts_and_cycle_at_the_bottom() -> None:
+    depth = 10_000
+    tree: dict[str, Any] = {}
+    node = tree
+    for _ in range(depth):
+        node["k"] = {}
+        node = node["k"]
+    assert treekit.tree_leaves(tree) == []
+    node["k"] = tree
+    with pytest.raises(TreeCycleError) as info:
+        treekit.tree_leaves(tree)
+    assert info.value.path == (DictKey("k"),) * (depth + 1) and info.value.ancestor == ()
+
+
+def test_array_leaves_are_shown_by_dtype_and_shape_not_contents() -> None:
+    np = pytest.importorskip("numpy")
+    message = "rest[0]['w']: expected list of length 2, got leaf f32[2,3]"
+    with pytest.raises(StructureMismatchError, match=re.escape(message) + "$"):
+        treekit.tree_map(lambda a, b: a, {"w": [1, 2]}, {"w": np.zeros((2, 3), np.float32)})

@@ -1,0 +1,119 @@
+"""Key entries and keystr: jax's repr and str, frozen, hashable, ``get``."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from typing import Any
+
+import pytest
+
+from treekit import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, UserKey, keystr
+
+ENTRIES = [
+    (SequenceKey(0), "SequenceKey(idx=0)", "[0]"),
+    (SequenceKey(12), "SequenceKey(idx=12)", "[12]"),
+    (DictKey("a"), "DictKey(key='a')", "['a']"),
+    (DictKey(1), "DictKey(key=1)", "[1]"),
+    (DictKey(("a", 1)), "DictKey(key=('a', 1))", "[('a', 1)]"),
+    (DictKey(None), "DictKey(key=None)", "[None]"),
+    (GetAttrKey("name"), "GetAttrKey(name='name')", ".name"),
+    (FlattenedIndexKey(2), "FlattenedIndexKey(key=2)", "[<flat index 2>]"),
+]
+
+
+@pytest.mark.parametrize(("entry", "text", "string"), ENTRIES, ids=lambda x: repr(x))
+def test_repr_and_str(entry: Any, text: str, string: str) -> None:
+    assert repr(entry) == text
+    assert str(entry) == string
+
+
+@pytest.mark.parametrize(("entry", "text", "string"), ENTRIES, ids=lambda x: repr(x))
+def test_frozen_hashable_and_picklable(entry: Any, text: str, string: str) -> None:
+    field = dataclasses.fields(entry)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(entry, field, 0)
+    copy = type(entry)(getattr(entry, field))
+    assert copy == entry and hash(copy) == hash(entry)
+    assert pickle.loads(pickle.dumps(entry)) == entry
+    assert len({entry, copy}) == 1
+
+
+def test_entries_of_different_kinds_differ() -> None:
+    assert DictKey(0) != SequenceKey(0) != FlattenedIndexKey(0)
+    assert DictKey("a") != GetAttrKey("a")
+    assert SequenceKey(0) != SequenceKey(1)
+
+
+def test_get() -> None:
+    class Obj:
+        w = 3
+
+    assert SequenceKey(1).get(["a", "b"]) == "b"
+    assert SequenceKey(0).get((5,)) == 5
+    assert DictKey("w").get({"w": 1}) == 1
+    assert GetAttrKey("w").get(Obj()) == 3
+    assert not hasattr(FlattenedIndexKey(0), "get")
+
+
+KEYSTRS = [
+    ((), {}, ""),
+    ((), {"simple": True, "separator": "/"}, ""),
+    ((DictKey("layers"), SequenceKey(1), GetAttrKey("w")), {}, "['layers'][1].w"),
+    ((DictKey("layers"), SequenceKey(1), GetAttrKey("w")), {"simple": True}, "layers1w"),
+    ((DictKey("layers"), SequenceKey(1), GetAttrKey("w")), {"simple": True, "separator": "/"}, "layers/1/w"),
+    ((DictKey("a"), FlattenedIndexKey(2)), {}, "['a'][<flat index 2>]"),
+    ((DictKey("a"), FlattenedIndexKey(2)), {"simple": True, "separator": "."}, "a.2"),
+    ((DictKey(None), DictKey(1.5), DictKey("a b")), {}, "[None][1.5]['a b']"),
+    ((DictKey(None), DictKey(1.5)), {"simple": True, "separator": "."}, "None.1.5"),
+    ((SequenceKey(0),), {"separator": "/"}, "[0]"),
+    ((SequenceKey(0), SequenceKey(1)), {"separator": "/"}, "[0]/[1]"),
+]
+
+
+@pytest.mark.parametrize(("path", "kwargs", "expected"), KEYSTRS)
+def test_keystr(path: tuple[Any, ...], kwargs: dict[str, Any], expected: str) -> None:
+    assert keystr(path, **kwargs) == expected
+
+
+@pytest.mark.parametrize(("path", "kwargs", "expected"), KEYSTRS)
+def test_keystr_matches_jax(path: tuple[Any, ...], kwargs: dict[str, Any], expected: str) -> None:
+    jtu = pytest.importorskip("jax.tree_util")
+    to_jax = {
+        SequenceKey: lambda e: jtu.SequenceKey(e.idx),
+        DictKey: lambda e: jtu.DictKey(e.key),
+        GetAttrKey: lambda e: jtu.GetAttrKey(e.name),
+        FlattenedIndexKey: lambda e: jtu.FlattenedIndexKey(e.key),
+    }
+    assert jtu.keystr(tuple(to_jax[type(e)](e) for e in path), **kwargs) == expected
+
+
+@pytest.mark.parametrize(("entry", "text", "string"), ENTRIES, ids=lambda x: repr(x))
+def test_repr_and_str_match_jax(entry: Any, text: str, string: str) -> None:
+    jtu = pytest.importorskip("jax.tree_util")
+    field = dataclasses.fields(entry)[0].name
+    theirs = getattr(jtu, type(entry).__name__)(getattr(entry, field))
+    assert (repr(theirs), str(theirs)) == (text, string)
+
+
+class Slot:
+    """A user key entry: a ``str``, a hash and ``get``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __str__(self) -> str:
+        return f"<slot {self.n}>"
+
+    def __hash__(self) -> int:
+        return hash(self.n)
+
+    def get(self, parent: Any) -> Any:
+        return parent.slots[self.n]
+
+
+def test_user_keys() -> None:
+    assert isinstance(Slot(0), UserKey)
+    assert not isinstance(object(), UserKey)
+    assert keystr((DictKey("a"), Slot(1))) == "['a']<slot 1>"
+    assert keystr((Slot(1), SequenceKey(0)), simple=True, separator="/") == "<slot 1>/0"

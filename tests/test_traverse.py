@@ -1,0 +1,173 @@
+"""The building walker (treekit._traverse.flatten) on every case, is_leaf, key paths and dict order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from cases import CASES, NT, Case, Pair, Point
+
+import treekit
+from treekit._traverse import flatten
+
+pytestmark = pytest.mark.usefixtures("case_types")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_leaves_are_the_same_objects_in_order(case: Case) -> None:
+    leaves = treekit.tree_leaves(case.tree)
+    assert len(leaves) == len(case.leaves)
+    assert all(a is b for a, b in zip(leaves, case.leaves))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_treedef_repr(case: Case) -> None:
+    assert repr(treekit.tree_structure(case.tree)) == case.treedef_repr
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_key_paths(case: Case) -> None:
+    pairs = treekit.tree_leaves_with_path(case.tree)
+    assert [treekit.keystr(path) for path, _ in pairs] == case.keystrs
+    assert all(a is b for (_, a), b in zip(pairs, case.leaves))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_plain_and_path_walks_agree(case: Case) -> None:
+    leaves, treedef, paths = flatten(case.tree)
+    path_leaves, path_treedef, path_paths = flatten(case.tree, with_path=True)
+    assert paths is None
+    assert path_paths is not None and len(path_paths) == len(leaves)
+    assert path_treedef == treedef
+    assert all(a is b for a, b in zip(leaves, path_leaves))
+    pairs, treedef2 = treekit.tree_flatten_with_path(case.tree)
+    assert treedef2 == treedef and [p for p, _ in pairs] == path_paths
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_unflatten_rebuilds_the_tree(case: Case) -> None:
+    leaves, treedef = treekit.tree_flatten(case.tree)
+    rebuilt = treekit.tree_unflatten(treedef, leaves)
+    # repr pins types, dict key order and node data; the leaves are the same objects.
+    assert repr(rebuilt) == repr(case.tree)
+    assert type(rebuilt) is type(case.tree)
+    assert treekit.tree_structure(rebuilt) == treedef
+    assert all(a is b for a, b in zip(treekit.tree_leaves(rebuilt), case.leaves))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_counts(case: Case) -> None:
+    treedef = treekit.tree_structure(case.tree)
+    assert treedef.num_leaves == len(case.leaves)
+    assert treedef.num_nodes == case.treedef_repr.count("*") + _inner_nodes(case.tree)
+
+
+def _inner_nodes(tree: Any) -> int:
+    """Nodes that are not leaves, counted by flattening one level at a time (a second walker, tests only)."""
+    if not treekit.is_tree_node(type(tree)):
+        return 0
+    children, _ = treekit.flatten_one_level(tree)
+    return 1 + sum(_inner_nodes(c) for c in children)
+
+
+def test_dict_leaves_are_sorted_but_unflatten_keeps_insertion_order() -> None:
+    tree = {"b": 1, "a": 2, "c": {"z": 3, "y": 4}}
+    leaves, treedef = treekit.tree_flatten(tree)
+    assert leaves == [2, 1, 4, 3]
+    rebuilt = treedef.unflatten(["A", "B", "Y", "Z"])
+    assert list(rebuilt) == ["b", "a", "c"] and list(rebuilt["c"]) == ["z", "y"]
+    assert rebuilt == {"b": "B", "a": "A", "c": {"z": "Z", "y": "Y"}}
+
+
+def test_dicts_with_the_same_keys_in_another_order_have_equal_treedefs() -> None:
+    a, b = treekit.tree_structure({"a": 1, "b": 2}), treekit.tree_structure({"b": 1, "a": 2})
+    assert a == b and hash(a) == hash(b)
+    assert list(b.unflatten([0, 0])) == ["b", "a"]
+
+
+@pytest.mark.parametrize(
+    ("tree", "leaves"),
+    [
+        ({"a": "x", 1: "y"}, ["y", "x"]),
+        ({"b": 0, 2: 1, "a": 2, 1: 3}, [3, 1, 2, 0]),
+        ({(0,): "t", 1: "i", "s": "s"}, ["i", "s", "t"]),
+        ({None: "n", 1: "i"}, ["n", "i"]),  # by type name: "NoneType" sorts before "int"
+    ],
+)
+def test_mixed_key_types_are_grouped_by_type_name(tree: dict[Any, Any], leaves: list[str]) -> None:
+    assert treekit.tree_leaves(tree) == leaves
+    assert treekit.tree_unflatten(treekit.tree_structure(tree), leaves) == tree
+
+
+def test_is_leaf_stops_descent() -> None:
+    tree = [(1, 2), {"a": (3,)}, NT(4, 5)]
+    assert treekit.tree_leaves(tree, is_leaf=lambda x: type(x) is tuple) == [(1, 2), (3,), 4, 5]
+    leaves, treedef = treekit.tree_flatten(tree, is_leaf=lambda x: isinstance(x, tuple))
+    assert leaves == [(1, 2), (3,), NT(4, 5)]
+    assert repr(treedef) == "PyTreeDef([*, {'a': *}, *])"
+
+
+def test_is_leaf_sees_the_root_and_none() -> None:
+    assert treekit.tree_leaves([1, 2], is_leaf=lambda x: isinstance(x, list)) == [[1, 2]]
+    assert treekit.tree_leaves([None, 1], is_leaf=lambda x: x is None) == [None, 1]
+    assert repr(treekit.tree_structure([None], is_leaf=lambda x: x is None)) == "PyTreeDef([*])"
+
+
+def test_is_leaf_is_called_on_every_subtree_top_down() -> None:
+    seen: list[Any] = []
+    tree = {"b": [1], "a": Pair(2, None)}
+    treekit.tree_leaves(tree, is_leaf=lambda x: seen.append(x) is not None)
+    assert seen == [tree, tree["a"], 2, None, [1], 1]
+
+
+def test_is_leaf_takes_path() -> None:
+    calls: list[tuple[str, Any]] = []
+
+    def is_leaf(path: tuple[Any, ...], x: Any) -> bool:
+        calls.append((treekit.keystr(path), x))
+        return treekit.keystr(path) == "['p'].y"
+
+    tree = {"p": Point(1, [2, 3])}
+    pairs, treedef = treekit.tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path=True)
+    assert [(treekit.keystr(p), x) for p, x in pairs] == [("['p'].x", 1), ("['p'].y", [2, 3])]
+    assert calls == [("", tree), ("['p']", tree["p"]), ("['p'].x", 1), ("['p'].y", [2, 3])]
+    assert repr(treedef) == "PyTreeDef({'p': CustomNode(Point[p], [*, *])})"
+    leaves = treekit.tree_leaves_with_path(tree, lambda p, x: len(p) == 1, is_leaf_takes_path=True)
+    assert leaves == [((treekit.DictKey("p"),), tree["p"])]
+
+
+def test_subclasses_of_registered_types_are_leaves() -> None:
+    class MyList(list):  # type: ignore[type-arg]
+        pass
+
+    class MyDict(dict):  # type: ignore[type-arg]
+        pass
+
+    tree = [MyList([1, 2]), MyDict(a=1)]
+    assert treekit.tree_leaves(tree) == tree
+    assert repr(treekit.tree_structure(tree)) == "PyTreeDef([*, *])"
+
+
+def test_any_tuple_subclass_with_fields_is_a_namedtuple_node() -> None:
+    class Fields(tuple):  # type: ignore[type-arg]
+        _fields = ("a", "b")
+
+        def __new__(cls, a: Any, b: Any) -> Fields:
+            return super().__new__(cls, (a, b))
+
+    pairs, treedef = treekit.tree_flatten_with_path(Fields(1, 2))
+    assert [(treekit.keystr(p), x) for p, x in pairs] == [(".a", 1), (".b", 2)]
+    assert repr(treedef) == "PyTreeDef(CustomNode(namedtuple[Fields], [*, *]))"
+    assert treedef.unflatten([3, 4]) == Fields(3, 4)
+
+
+def test_shared_subtrees_are_not_cycles() -> None:
+    shared = [1, 2]
+    tree = {"a": shared, "b": shared, "c": [shared, [shared]]}
+    assert treekit.tree_leaves(tree) == [1, 2] * 4
+
+
+def test_wide_list_key_paths() -> None:
+    wide = list(range(1000))
+    pairs = treekit.tree_leaves_with_path(wide)
+    assert all(path == (treekit.SequenceKey(i),) and x == i for i, (path, x) in enumerate(pairs))

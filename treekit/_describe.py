@@ -1,0 +1,81 @@
+"""How a leaf is shown in messages and tables: arrays as ``f32[4,4]``, never their contents.
+
+Duck-typed on ``shape`` and ``dtype``, so numpy, jax and torch arrays and ShapeDtypeStructs
+work without importing their libraries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["describe_leaf", "dtype_name", "is_array", "short_dtype"]
+
+_SHORT = {
+    "bool": "bool",
+    "bfloat16": "bf16",
+    "float16": "f16",
+    "float32": "f32",
+    "float64": "f64",
+    "complex64": "c64",
+    "complex128": "c128",
+    **{f"int{n}": f"i{n}" for n in (8, 16, 32, 64)},
+    **{f"uint{n}": f"u{n}" for n in (8, 16, 32, 64)},
+}
+
+
+def is_array(x: Any) -> bool:
+    """Whether ``x`` has a ``shape`` and a ``dtype`` (numpy, jax, torch arrays, ShapeDtypeStructs).
+
+    >>> import numpy as np
+    >>> is_array(np.zeros(3)), is_array(np.float32(1)), is_array(1.0), is_array('abc')
+    (True, True, False, False)
+    """
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def dtype_name(dtype: Any) -> str:
+    """The name of a dtype, without importing its library: ``float32``, ``bfloat16``, ``int8``.
+
+    Works on numpy dtypes (which jax uses), scalar types and torch dtypes.
+
+    >>> import numpy as np
+    >>> dtype_name(np.dtype('float32')), dtype_name(np.int8), dtype_name('bool')
+    ('float32', 'int8', 'bool')
+    """
+    if isinstance(dtype, str):
+        return dtype
+    name = getattr(dtype, "name", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(dtype, type):
+        return dtype.__name__
+    text = str(dtype)
+    return text[6:] if text.startswith("torch.") else text
+
+
+def short_dtype(dtype: Any) -> str:
+    """``f32`` for float32, ``bf16`` for bfloat16, ``i8`` for int8; other names unchanged.
+
+    >>> short_dtype('float32'), short_dtype('uint8'), short_dtype('float8_e4m3fn')
+    ('f32', 'u8', 'float8_e4m3fn')
+    """
+    name = dtype_name(dtype)
+    return _SHORT.get(name, name)
+
+
+def describe_leaf(x: Any, width: int = 60) -> str:
+    """A leaf in a few characters: arrays as ``f32[4,4]`` (never their contents), others by ``repr``.
+
+    A ``None`` dtype or dim (in a spec) shows as ``?``.
+
+    >>> import numpy as np
+    >>> describe_leaf(np.zeros((4, 4), np.float32)), describe_leaf(np.int64(3)), describe_leaf('relu')
+    ('f32[4,4]', 'i64[]', "'relu'")
+    >>> describe_leaf('x' * 100, width=12)
+    "'xxxxxxxx..."
+    """
+    if is_array(x):
+        dtype = "?" if x.dtype is None else short_dtype(x.dtype)
+        return f"{dtype}[{','.join('?' if d is None else str(d) for d in x.shape)}]"
+    text = repr(x)
+    return text if len(text) <= width else text[: width - 3] + "..."
