@@ -285,3 +285,16 @@ def test_structure_checks_work_on_tracers() -> None:
     assert float(out["w"][0, 0]) == 2.0
     with pytest.raises(ValueError, match=r"\['b'\]"):
         jax.jit(lambda p: tk.check_spec(p, spec))({"w": jnp.ones((2, 3)), "b": jnp.ones(4)})
+
+
+def test_optax_states_are_traversed_as_jax_does() -> None:
+    optax = pytest.importorskip("optax")
+    params = {"w": jnp.ones((2, 3)), "b": jnp.zeros(3)}
+    for state in (optax.adam(1e-3).init(params), optax.chain(optax.clip(1.0), optax.sgd(0.1, 0.9)).init(params)):
+        assert [tk.keystr(p) for p, _ in tk.tree_leaves_with_path(state)] == [
+            jtu.keystr(p) for p, _ in jtu.tree_leaves_with_path(state)
+        ]
+        assert all(a is b for a, b in zip(tk.tree_leaves(state), jtu.tree_leaves(state)))
+        assert repr(tk.tree_structure(state)) == repr(jtu.tree_structure(state))
+        rebuilt = tk.tree_map(lambda x: x, state)
+        assert jtu.tree_structure(rebuilt) == jtu.tree_structure(state)
