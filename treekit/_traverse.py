@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 from treekit._errors import TreeCycleError, flatten_failed
@@ -34,10 +35,10 @@ def flatten(
     leaves: list[Any] = []
     nodes: list[Node] = []
     paths: list[KeyPath] | None = [] if with_path else None
-    keypath: list[Any] = []  # key entries from the root to the current frame (with_path only)
-
-    # The current frame lives in locals; `stack` holds the saved frames above it. The root
-    # is the one child of a virtual frame, so it goes through the same code as any child.
+    add_leaf, add_node = leaves.append, nodes.append
+    keypath: list[Any] = []  # key entries from the root to the current node (with_path only)
+    # The current node's state lives in locals; `stack` holds its ancestors' saved states.
+    # The root is the one child of a virtual node, so it goes through the same code as any child.
     stack: list[tuple[Any, ...]] = []
     active: set[int] = set()  # ids of the nodes on the stack, for cycles
     node: Any = None
@@ -47,7 +48,7 @@ def flatten(
     n = 1
     i = 0
     keys: Any = None
-    prefix: Any = None  # tuple(keypath), made when this frame's first path is needed
+    prefix: Any = None  # tuple(keypath), made when this node's first path is needed
     leaf_start = node_start = 0
     while True:
         if i < n:
@@ -61,8 +62,8 @@ def flatten(
                 else:
                     stop = is_leaf(child)
                 if stop:
-                    leaves.append(child)
-                    nodes.append(LEAF)
+                    add_leaf(child)
+                    add_node(LEAF)
                     if paths is not None:
                         if prefix is None:
                             prefix = tuple(keypath)
@@ -72,8 +73,8 @@ def flatten(
             if child_type is MISSING:
                 child_type = resolve(type(child))
             if child_type is None:
-                leaves.append(child)
-                nodes.append(LEAF)
+                add_leaf(child)
+                add_node(LEAF)
                 if paths is not None:
                     if prefix is None:
                         prefix = tuple(keypath)
@@ -85,8 +86,25 @@ def flatten(
                 frames = [*stack[1:], (node, ntype, data, children, n, i)] if stack else []
                 raise _flatten_failed(label, frames, child_type, exc) from exc
             if not kids:
-                nodes.append((child_type, kid_data, 0, 0, 1))
+                add_node((child_type, kid_data, 0, 0, 1))
                 continue
+            if is_leaf is None and get(type(kids[-1]), MISSING) is None:
+                # A node whose children are all leaves (most nodes of a parameter tree) is
+                # done here, without being stacked: its leaves are copied in one go.
+                for kid in kids:
+                    if get(type(kid), MISSING) is not None:
+                        break
+                else:
+                    count = len(kids)
+                    leaves += kids
+                    nodes += repeat(LEAF, count)
+                    add_node((child_type, kid_data, count, count, count + 1))
+                    if paths is not None:
+                        if prefix is None:
+                            prefix = tuple(keypath)
+                        child_path = (*prefix, keys[i - 1]) if stack else ()
+                        paths += [(*child_path, key) for key in kid_keys]
+                    continue
             ident = id(child)
             if ident in active:
                 frames = [*stack[1:], (node, ntype, data, children, n, i)]
@@ -100,7 +118,7 @@ def flatten(
         else:
             if not stack:
                 break
-            nodes.append((ntype, data, n, len(leaves) - leaf_start, len(nodes) - node_start + 1))
+            add_node((ntype, data, n, len(leaves) - leaf_start, len(nodes) - node_start + 1))
             active.discard(id(node))
             node, ntype, data, children, n, i, keys, prefix, leaf_start, node_start = stack.pop()
             if with_path and stack:
