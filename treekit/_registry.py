@@ -197,8 +197,11 @@ def sort_keys(keys: Iterable[Any]) -> list[Any]:
 
 def _dict_order(d: dict[Any, Any]) -> tuple[Any, ...]:
     keys = tuple(d)
-    ordered = sort_keys(keys)
-    if list(keys) == ordered:
+    try:
+        ordered = sorted(keys)
+    except TypeError:
+        ordered = sort_keys(keys)
+    if ordered == list(keys):
         return keys
     out = _Keys(ordered)
     out.original = keys
@@ -217,7 +220,9 @@ def _flatten_list(node: Any, with_path: bool) -> tuple[Any, None, Any]:
 
 def _flatten_dict(node: dict[Any, Any], with_path: bool) -> tuple[list[Any], tuple[Any, ...], Any]:
     keys = _dict_order(node)
-    return [node[k] for k in keys], keys, [DictKey(k) for k in keys] if with_path else None
+    # a plain tuple: insertion order is leaf order (else the sorted `_Keys`)
+    children = list(node.values()) if type(keys) is tuple else [node[k] for k in keys]
+    return children, keys, [DictKey(k) for k in keys] if with_path else None
 
 
 def _unflatten_dict(keys: tuple[Any, ...], children: list[Any]) -> dict[Any, Any]:
