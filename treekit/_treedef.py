@@ -8,7 +8,7 @@ from typing import Any
 from treekit._describe import describe_leaf, is_array
 from treekit._errors import StructureMismatchError, flatten_failed, type_names
 from treekit._keys import KeyPath
-from treekit._registry import NONE, TUPLE, NodeType, dict_keys, lookup
+from treekit._registry import DICT, LIST, NAMEDTUPLE, NONE, TUPLE, NodeType, dict_keys, lookup
 
 __all__ = ["LEAF", "Node", "TreeDef", "describe", "mismatch"]
 
@@ -115,11 +115,12 @@ class TreeDef:
     ['w', {'a': 'x', 'b': ('y', 'z')}]
     """
 
-    __slots__ = ("_hash", "_nodes")
+    __slots__ = ("_builder", "_hash", "_nodes")
 
     def __init__(self, nodes: tuple[Node, ...]) -> None:
         self._nodes = nodes
         self._hash: int | None = None
+        self._builder: Builder | None = None  # this structure's compiled builder, once there is one
 
     @property
     def num_leaves(self) -> int:
@@ -173,19 +174,14 @@ class TreeDef:
         return self._build(leaves)
 
     def _build(self, leaves: list[Any]) -> Any:
-        stack: list[Any] = []
-        push = stack.append
-        it = iter(leaves)
-        for ntype, data, arity, _, _ in self._nodes:
-            if ntype is None:
-                push(next(it))
-            elif arity:
-                children = stack[-arity:]
-                del stack[-arity:]
-                push(_unflatten(ntype, data, children))
-            else:
-                push(_unflatten(ntype, data, []))
-        return stack[0]
+        """Unflatten without checking the number of leaves."""
+        build = self._builder
+        if build is None:
+            build = _compiled(self)
+            if build is None:
+                return _interpret(self._nodes, leaves)
+            self._builder = build
+        return build(self._nodes, leaves)
 
     # -- the guided walk ------------------------------------------------------------------------
     def flatten_up_to(self, tree: Any) -> list[Any]:
@@ -379,6 +375,112 @@ def _record(ntype: NodeType, sub: Any, label: str, link: Any) -> Node:
     except Exception as exc:
         raise flatten_failed(label, _unlink(link), ntype.type, exc) from exc
     return (ntype, data, len(children), 0, 0)
+
+
+# -- building: interpreted, and compiled for structures built again and again -----------------
+# A builder takes (nodes, leaves) and returns the tree. Every structure is built by
+# `_interpret` (a loop over the records) until it has been built _COMPILE_AT times; then it
+# gets Python code of its own (see `_compile`) that builds the whole tree without a loop or
+# a call per built-in node. The code depends only on each record's node type and arity;
+# node data is read from the records at each call, so one builder serves every equal
+# TreeDef (dict insertion order included).
+Builder = Callable[[tuple[Node, ...], list[Any]], Any]
+_COMPILE_AT = 8
+_MAX_COMPILED_NODES = 20_000  # bigger trees: compiling costs more than it saves
+_SLICE_FROM = 6  # a node with more leaf children than this takes them as one slice
+_BUILDERS: dict[TreeDef, list[Any]] = {}  # structure -> [builds so far, builder or None]
+_BUILDERS_LIMIT = 512
+
+
+def _interpret(nodes: tuple[Node, ...], leaves: list[Any]) -> Any:
+    stack: list[Any] = []
+    push = stack.append
+    it = iter(leaves)
+    for ntype, data, arity, _, _ in nodes:
+        if ntype is None:
+            push(next(it))
+        elif arity:
+            children = stack[-arity:]
+            del stack[-arity:]
+            push(_unflatten(ntype, data, children))
+        else:
+            push(_unflatten(ntype, data, []))
+    return stack[0]
+
+
+def _compiled(treedef: TreeDef) -> Builder | None:
+    """The compiled builder of ``treedef``'s structure, counting this build; None until then."""
+    try:
+        entry = _BUILDERS.get(treedef)
+        if entry is None:
+            if len(_BUILDERS) >= _BUILDERS_LIMIT:
+                _BUILDERS.clear()
+            entry = _BUILDERS[treedef] = [0, None]
+    except Exception:  # node data that does not hash or compare: never compiled
+        return None
+    if entry[1] is None:
+        entry[0] += 1
+        if entry[0] == _COMPILE_AT:
+            entry[1] = _compile(treedef._nodes)
+    return entry[1]  # type: ignore[no-any-return]
+
+
+def _reorder(keys: Any, out: dict[Any, Any]) -> dict[Any, Any]:
+    original = getattr(keys, "original", None)
+    return out if original is None else {k: out[k] for k in original}
+
+
+def _compile(nodes: tuple[Node, ...]) -> Builder | None:
+    """Python code that builds a tree of this structure (None for a very big one).
+
+    One statement per node with children, in post-order: ``v7 = [L[0], v3, L[4]]``. Children
+    that are consecutive leaves, if there are many, come as one slice of the leaves.
+    """
+    if len(nodes) > _MAX_COMPILED_NODES:
+        return None
+    lines = ["def build(N, L):"]
+    parts: list[str] = []  # the expression of each finished subtree not yet used by a parent
+    leaf = 0
+    for j, (ntype, _, arity, num_leaves, num_nodes) in enumerate(nodes):
+        if ntype is None:
+            parts.append(f"L[{leaf}]")
+            leaf += 1
+            continue
+        kids = parts[len(parts) - arity :]
+        del parts[len(parts) - arity :]
+        if arity > _SLICE_FROM and num_leaves == arity and num_nodes == arity + 1:  # all children are leaves
+            many = f"L[{leaf - arity}:{leaf}]"
+        else:
+            many = f"[{', '.join(kids)}]"
+        if ntype is LIST:
+            src = many
+        elif ntype is TUPLE:
+            src = f"tuple({many})" if arity > _SLICE_FROM else f"({kids[0]},)" if arity == 1 else f"({', '.join(kids)})"
+        elif ntype is NONE:
+            src = "None"
+        elif ntype is DICT and arity:
+            # keys kept in another order than the sorted one (a `_Keys`) are put back in it
+            lines.append(f"    d = N[{j}][1]")
+            if arity > _SLICE_FROM:
+                lines.append(f"    v{j} = dict(zip(d, {many}))")
+            else:
+                lines.append(f"    v{j} = {{{', '.join(f'd[{i}]: {kid}' for i, kid in enumerate(kids))}}}")
+            lines.append(f"    if type(d) is not tuple: v{j} = R(d, v{j})")
+            parts.append(f"v{j}")
+            continue
+        elif ntype is NAMEDTUPLE:
+            src = f"N[{j}][1](*{many})" if arity > _SLICE_FROM else f"N[{j}][1]({', '.join(kids)})"
+        else:
+            src = f"U(N[{j}][0], N[{j}][1], {many})"
+        lines.append(f"    v{j} = {src}")
+        parts.append(f"v{j}")
+    lines.append(f"    return {parts[0]}")
+    namespace: dict[str, Any] = {"R": _reorder, "U": _unflatten, "dict": dict, "tuple": tuple, "type": type, "zip": zip}
+    try:
+        exec(compile("\n".join(lines), "<treekit builder>", "exec"), namespace)
+    except (RecursionError, MemoryError, SyntaxError):
+        return None
+    return namespace["build"]  # type: ignore[no-any-return]
 
 
 def _unflatten(ntype: NodeType, data: Any, children: list[Any]) -> Any:
