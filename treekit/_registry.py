@@ -160,6 +160,34 @@ def _flat_keys(n: int) -> list[FlattenedIndexKey]:
     return [FlattenedIndexKey(i) for i in range(n)]
 
 
+_FIELD_KEYS: dict[type, list[GetAttrKey]] = {}  # namedtuple class -> its fields' entries
+
+
+def _field_keys(cls: Any) -> list[GetAttrKey]:
+    keys = _FIELD_KEYS.get(cls)
+    if keys is None:
+        if len(_FIELD_KEYS) >= 4096:
+            _FIELD_KEYS.clear()
+        keys = _FIELD_KEYS[cls] = [GetAttrKey(name) for name in cls._fields]
+    return keys
+
+
+_new = object.__new__
+_set_dict_key: Callable[[DictKey, Any], None] = DictKey.__dict__["key"].__set__
+
+
+def _dict_entries(keys: Iterable[Any]) -> list[DictKey]:
+    """``[DictKey(k) for k in keys]``, made without the frozen dataclass's ``__init__``: a dict
+    flattened with paths makes one per key, and that ``__init__`` was half the cost."""
+    out: list[DictKey] = []
+    add = out.append
+    for key in keys:
+        entry = _new(DictKey)
+        _set_dict_key(entry, key)
+        add(entry)
+    return out
+
+
 # -- dict key order -----------------------------------------------------------------------------
 class _Keys(tuple):  # type: ignore[type-arg]
     """Sorted dict keys (compared and hashed as a tuple) that remember insertion order."""
@@ -222,7 +250,7 @@ def _flatten_dict(node: dict[Any, Any], with_path: bool) -> tuple[list[Any], tup
     keys = _dict_order(node)
     # a plain tuple: insertion order is leaf order (else the sorted `_Keys`)
     children = list(node.values()) if type(keys) is tuple else [node[k] for k in keys]
-    return children, keys, [DictKey(k) for k in keys] if with_path else None
+    return children, keys, _dict_entries(keys) if with_path else None
 
 
 def _unflatten_dict(keys: tuple[Any, ...], children: list[Any]) -> dict[Any, Any]:
@@ -233,17 +261,17 @@ def _unflatten_dict(keys: tuple[Any, ...], children: list[Any]) -> dict[Any, Any
 
 def _flatten_namedtuple(node: Any, with_path: bool) -> tuple[Any, type, Any]:
     cls = type(node)
-    return node, cls, [GetAttrKey(f) for f in cls._fields] if with_path else None
+    return node, cls, _field_keys(cls) if with_path else None
 
 
 def _flatten_ordereddict(node: Any, with_path: bool) -> tuple[list[Any], tuple[Any, ...], Any]:
     keys = tuple(node)
-    return [node[k] for k in keys], keys, [DictKey(k) for k in keys] if with_path else None
+    return [node[k] for k in keys], keys, _dict_entries(keys) if with_path else None
 
 
 def _flatten_defaultdict(node: Any, with_path: bool) -> tuple[list[Any], Any, Any]:
     keys = _dict_order(node)
-    return [node[k] for k in keys], (node.default_factory, keys), [DictKey(k) for k in keys] if with_path else None
+    return [node[k] for k in keys], (node.default_factory, keys), _dict_entries(keys) if with_path else None
 
 
 def _flatten_none(node: None, with_path: bool) -> tuple[tuple[()], None, Any]:
