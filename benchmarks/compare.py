@@ -365,17 +365,19 @@ IMPORT_NAMES = {"treekit": "treekit", "jax": "jax", "optree": "optree", "dm-tree
 
 
 def load(names: list[str]) -> tuple[dict[str, Lib], dict[str, str]]:
-    """The libraries that import, and why each other one is missing."""
+    """The libraries that import, and why each other one is missing. jax loads first, so that
+    it registers the custom node itself (treekit's bridge would otherwise mirror treekit's
+    registration into jax, and jax would time treekit's flatten function)."""
     libs: dict[str, Lib] = {}
     missing: dict[str, str] = {}
-    for name in names:
+    for name in sorted(names, key=lambda n: n != BASELINE):
         try:
             importlib.import_module(IMPORT_NAMES[name])
         except ImportError:
             missing[name] = "not installed"
             continue
         libs[name] = LOADERS[name]()
-    return libs, missing
+    return {name: libs[name] for name in names if name in libs}, missing
 
 
 # -- checking ------------------------------------------------------------------------------------------
@@ -414,17 +416,12 @@ def check(
 
 # -- timing ------------------------------------------------------------------------------------------------
 def batch(fn: Callable[[], Any], number: int) -> float:
-    """Seconds for ``number`` calls, with the garbage collector off (as timeit does)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        return time.perf_counter() - start
-    finally:
-        if enabled:
-            gc.enable()
+    """Seconds for ``number`` calls. The garbage collector stays on (unlike timeit's): the
+    collections that a library's allocations trigger are part of what it costs in real use."""
+    start = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return time.perf_counter() - start
 
 
 def calibrate(fn: Callable[[], Any], target: float) -> int:
@@ -450,12 +447,16 @@ def time_row(fns: dict[str, Callable[[], Any]], rounds: int, target: float) -> d
 
 # -- the run --------------------------------------------------------------------------------------------------
 def run(
-    names: list[str], quick: bool, rounds: int, target: float, only_trees: list[str] | None, only_ops: list[str] | None
+    libs: dict[str, Lib],
+    missing: dict[str, str],
+    quick: bool,
+    rounds: int,
+    target: float,
+    only_trees: list[str] | None = None,
+    only_ops: list[str] | None = None,
 ) -> dict[str, Any]:
     """Check and time every (tree, op) row; print each row as it is done."""
-    libs, missing = load(names)
-    if BASELINE not in libs:
-        raise SystemExit(f"compare.py: {BASELINE} is the baseline of every ratio; it is {missing.get(BASELINE)}")
+    names = [*libs, *missing]
     leaves_op = libs[BASELINE].ops["leaves"]
 
     def reference_leaves(tree: Any) -> list[Any]:
@@ -468,9 +469,18 @@ def run(
         base = (build(), build(), build())
         expected = reference_leaves(base[0])
         inputs = {name: _inputs(lib, base) for name, lib in libs.items()}
+        # Collections stay on while timing, but over the objects made while timing only: the
+        # libraries' imports (torch's are big) would otherwise make each full collection slow.
+        gc.collect()
+        gc.freeze()
         # A library that reads the tree differently (None or a custom node as a leaf) is left
         # out of the whole tree: its maps would "agree" while doing less work.
-        disagree = {name: "leaves differ" for name in libs if not same_objects(inputs[name].leaves, expected)}
+        disagree = {
+            name: "leaves differ"
+            for name, lib in libs.items()
+            if not same_objects(lib.ops["leaves"](inputs[name])(), expected)
+            or not same_objects(inputs[name].leaves, expected)
+        }
         for op in OPS:
             if only_ops and op not in only_ops:
                 continue
@@ -504,6 +514,7 @@ def run(
                 }
             )
             print(_row_text(rows[-1], names), flush=True)
+        gc.unfreeze()
     return {
         "machine": machine(),
         "versions": {"python": platform.python_version()} | {name: lib.version for name, lib in libs.items()},
@@ -629,9 +640,13 @@ def main(argv: list[str] | None = None) -> int:
         names.insert(1 if names and names[0] == "treekit" else 0, BASELINE)
     rounds = args.rounds or (3 if args.quick else 7)
     target = args.target or (0.001 if args.quick else 0.02)
-    print(header(names), flush=True)
+    libs, missing = load(names)
+    if BASELINE not in libs:
+        parser.error(f"{BASELINE} is the baseline of every ratio; it is {missing.get(BASELINE)}")
+    print(header([*libs, *missing]), flush=True)
     result = run(
-        names,
+        libs,
+        missing,
         args.quick,
         rounds,
         target,

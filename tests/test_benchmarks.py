@@ -1,0 +1,127 @@
+"""benchmarks/compare.py: its output format and its leaf-agreement check (never its timings)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import treekit
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "compare.py"
+
+OPS = (
+    "flatten",
+    "unflatten",
+    "leaves",
+    "structure",
+    "map",
+    "map3",
+    "map_with_path",
+    "flatten_with_path",
+    "keystr",
+    "same_structure",
+)
+
+
+@pytest.fixture(scope="module")
+def compare() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("compare", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _liar(compare: ModuleType) -> Any:
+    """treekit, except that its leaves come back in reverse order."""
+    lib = compare._jax_style(treekit, "liar", "0")
+    lib.ops["leaves"] = lambda i: lambda: treekit.tree_leaves(i.tree)[::-1]
+    return lib
+
+
+def test_same_objects_compares_identity(compare: ModuleType) -> None:
+    a, b = float("1.5"), float("2.5")
+    assert compare.same_objects((a, b), [a, b])
+    assert not compare.same_objects([a, float("2.5")], [a, b])  # equal, not the same object
+    assert not compare.same_objects([a], [a, b])
+
+
+LEAVES = [object(), object()]
+TREE = {"a": LEAVES[0], "b": LEAVES[1]}
+
+
+@pytest.mark.parametrize(
+    ("op", "result", "why"),
+    [
+        ("leaves", LEAVES, None),
+        ("leaves", LEAVES[::-1], "leaves differ"),
+        ("flatten", (LEAVES, None), None),
+        ("flatten", ([object(), object()], None), "leaves differ"),
+        ("map", TREE, None),
+        ("map", {"a": LEAVES[0]}, "leaves differ"),
+        ("keystr", ["['a']", "['b']"], None),
+        ("keystr", ["['a']"], "leaves differ"),
+        ("same_structure", True, None),
+        ("same_structure", False, "leaves differ"),
+    ],
+)
+def test_check(compare: ModuleType, op: str, result: Any, why: str | None) -> None:
+    lib = compare._jax_style(treekit, "treekit", "0")
+    assert compare.check(lib, op, result, LEAVES, treekit.tree_leaves) == why
+
+
+def test_a_library_that_disagrees_is_left_out_of_the_tree(compare: ModuleType) -> None:
+    baseline = compare._jax_style(treekit, "jax", "0")  # treekit stands in for jax here
+    result = compare.run(
+        {"jax": baseline, "liar": _liar(compare)}, {"torch": "not installed"}, True, 1, 1e-4, ["mlp-3"]
+    )
+    assert [row["op"] for row in result["rows"]] == list(compare.OPS)
+    for row in result["rows"]:
+        assert row["notes"] == {"liar": "leaves differ", "torch": "not installed"}
+        assert set(row["ratio_to_jax"]) == {"jax"}
+    assert result["geomean_ratio_to_jax"]["liar"] == {"geomean": None, "rows": 0, "of": len(compare.OPS)}
+
+
+def test_quick_run_prints_the_table_and_writes_json(tmp_path: Path) -> None:
+    pytest.importorskip("jax")
+    out = tmp_path / "out.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--quick",
+            "--libs",
+            "treekit,jax",
+            "--trees",
+            "mlp-3,custom-5",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["tree", "op", "jax", "us", "treekit", "jax", "torch/tk"]
+    rows = [line.split() for line in lines[1:21]]
+    assert [(r[0], r[1]) for r in rows] == [(tree, op) for tree in ("mlp-3", "custom-5") for op in OPS]
+    for r in rows:
+        assert re.fullmatch(r"\d+\.\d", r[2]) and re.fullmatch(r"\d+\.\d\d", r[3]) and r[4] == "1.00"
+    assert re.search(r"^  treekit +\d+\.\d\d  \(20/20 rows\)$", proc.stdout, re.M)
+    result = json.loads(out.read_text())
+    assert set(result) == {"machine", "versions", "settings", "libraries", "rows", "geomean_ratio_to_jax"}
+    assert result["settings"]["quick"] is True
+    assert all(row["notes"] == {} and set(row["seconds"]) == {"treekit", "jax"} for row in result["rows"])
