@@ -3,6 +3,7 @@
     python benchmarks/compare.py                  # full run (~2-4 minutes on 2 cores)
     python benchmarks/compare.py --quick          # tiny trees, few rounds: a smoke run
     python benchmarks/compare.py --json out.json  # also write every timing as JSON
+    python benchmarks/compare.py --markdown t.md  # and the table as Markdown
 
 Every (tree, operation) row times each library in the same process, interleaved round-robin
 (one batch per library per round, the order rotated each round), and reports the median of
@@ -622,10 +623,50 @@ def summary(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def markdown(result: dict[str, Any]) -> str:
+    """The table as Markdown: a row per (tree, op), then geometric means (docs/performance.md)."""
+    names = [n for n in result["libraries"] if n != BASELINE]
+    lines = [
+        "| tree | op | jax µs | " + " | ".join(names) + " | torch / treekit |",
+        "|---|---|---:|" + "---:|" * len(names) + "---:|",
+    ]
+    for row in result["rows"]:
+        base = row["seconds"].get(BASELINE)
+        speedup = _torch_speedup(row)
+        cells = [row["tree"], OP_TEXT.get(row["op"], row["op"]), f"{base * 1e6:.1f}" if base else "-"]
+        cells += [_cell(row, name) for name in names]
+        cells.append(f"{speedup:.1f}" if speedup else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    geo = result["geomean_ratio_to_jax"]
+    cells = [f"{geo[n]['geomean']:.2f} ({geo[n]['rows']} rows)" if geo[n]["geomean"] else "-" for n in names]
+    speedups = [s for row in result["rows"] if (s := _torch_speedup(row))]
+    mean = f"{_geomean(speedups):.1f}" if speedups else "-"
+    lines.append("| **geometric mean** | | | " + " | ".join(cells) + f" | {mean} |")
+    lines += ["", "| op | treekit / jax, geometric mean | worst tree | torch / treekit, smallest |"]
+    lines.append("|---|---:|---|---:|")
+    for op in OPS:
+        rows = [row for row in result["rows"] if row["op"] == op and "treekit" in row["ratio_to_jax"]]
+        if not rows:
+            continue
+        ratios = [row["ratio_to_jax"]["treekit"] for row in rows]
+        worst = max(rows, key=lambda row: row["ratio_to_jax"]["treekit"])
+        torch = [s for row in rows if (s := _torch_speedup(row))]
+        lines.append(
+            f"| {OP_TEXT.get(op, op)} | {_geomean(ratios):.2f} | {worst['tree']} "
+            f"({worst['ratio_to_jax']['treekit']:.2f}) | {f'{min(torch):.1f}' if torch else '-'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="tiny trees, 3 rounds, short batches (a smoke run)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--markdown", metavar="PATH", help="write the table as Markdown")
     parser.add_argument("--libs", default=",".join(LIBS), help=f"comma-separated, from {','.join(LIBS)}")
     parser.add_argument("--trees", help="comma-separated tree names (default: all)")
     parser.add_argument("--ops", help=f"comma-separated, from {','.join(OPS)} (default: all)")
@@ -657,6 +698,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(result))
     return 0
 
 

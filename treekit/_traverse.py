@@ -13,6 +13,8 @@ from treekit._treedef import LEAF, Node, TreeDef
 
 __all__ = ["IsLeaf", "flatten"]
 
+_LEAF_RUNS = [(LEAF,) * k for k in range(16)]  # the records of k leaves (extending by a tuple is cheap)
+
 IsLeaf = Callable[..., bool]
 """``is_leaf(x) -> bool`` (or ``is_leaf(path, x)`` with ``is_leaf_takes_path=True``)."""
 
@@ -97,7 +99,7 @@ def flatten(
                 else:
                     count = len(kids)
                     leaves += kids
-                    nodes += repeat(LEAF, count)
+                    nodes += _LEAF_RUNS[count] if count < 16 else repeat(LEAF, count)
                     add_node((child_type, kid_data, count, count, count + 1))
                     if paths is not None:
                         if prefix is None:
