@@ -478,7 +478,7 @@ def _compile(nodes: tuple[Node, ...]) -> Builder | None:
     namespace: dict[str, Any] = {"R": _reorder, "U": _unflatten, "dict": dict, "tuple": tuple, "type": type, "zip": zip}
     try:
         exec(compile("\n".join(lines), "<treekit builder>", "exec"), namespace)
-    except (RecursionError, MemoryError, SyntaxError):
+    except Exception:  # the compiler's limits (RecursionError, MemoryError, ...): stay interpreted
         return None
     return namespace["build"]  # type: ignore[no-any-return]
 
