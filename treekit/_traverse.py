@@ -115,8 +115,17 @@ def flatten(
             stack.append((node, ntype, data, children, n, i, keys, prefix, leaf_start, node_start))
             if with_path and len(stack) > 1:
                 keypath.append(keys[i - 1])
-            node, ntype, data, children, n, i = child, child_type, kid_data, kids, len(kids), 0
-            keys, prefix, leaf_start, node_start = kid_keys, None, len(leaves), len(nodes)
+            # one assignment each: a 6-name tuple assignment builds and unpacks a tuple
+            node = child
+            ntype = child_type
+            data = kid_data
+            children = kids
+            n = len(kids)
+            i = 0
+            keys = kid_keys
+            prefix = None
+            leaf_start = len(leaves)
+            node_start = len(nodes)
         else:
             if not stack:
                 break
