@@ -8,7 +8,7 @@ from typing import Any
 from treekit._describe import describe_leaf, is_array
 from treekit._errors import StructureMismatchError, flatten_failed, type_names
 from treekit._keys import KeyPath
-from treekit._registry import DICT, LIST, NAMEDTUPLE, NONE, TUPLE, NodeType, dict_keys, lookup
+from treekit._registry import DICT, LIST, MISSING, NAMEDTUPLE, NONE, TUPLE, TYPES, NodeType, dict_keys, resolve
 
 __all__ = ["LEAF", "Node", "TreeDef", "describe", "mismatch"]
 
@@ -238,11 +238,22 @@ class TreeDef:
         pop, push = stack.pop, stack.append
         keys: Any
         got_node: Node | None
+        get = TYPES.get
         while stack:
             sub, j, link = pop()
             record = nodes[j]
             ntype = record[0]
-            got = None if is_leaf is not None and is_leaf(sub) else lookup(type(sub))
+            if ntype is None and not strict and is_leaf is None:  # any subtree goes at a leaf
+                out.append(sub)
+                if paths is not None:
+                    paths.append(_unlink(link))
+                continue
+            if is_leaf is not None and is_leaf(sub):
+                got = None
+            else:
+                got = get(type(sub), MISSING)
+                if got is MISSING:
+                    got = resolve(type(sub))
             if ntype is None:
                 if not strict or got is None:
                     out.append(sub)
