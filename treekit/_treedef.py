@@ -213,40 +213,51 @@ class TreeDef:
         paths: list[KeyPath] | None = None,
         errors: list[tuple[int, int, StructureMismatchError]] | None = None,
     ) -> list[Any]:
-        """The one guided walker: match ``tree`` against the nodes, root first, left to right.
+        """The one guided walker: match ``tree`` against the nodes; errors name the leftmost mismatch.
 
         ``strict`` also requires a leaf wherever this treedef has one (``is_leaf`` decides what
-        counts as a leaf there). Keys are tracked only with ``paths`` or ``errors``: the happy
-        path makes no key entries, and a mismatch found without them is found again with
-        them, so that the error (the leftmost mismatch) names its key path.
+        counts as a leaf there). The walk takes the records in reverse order (root first,
+        last child first), so that a node's children go on the stack in one ``extend``, and
+        reverses its results at the end. Keys are tracked only with ``paths`` or ``errors``:
+        the happy path makes no key entries, and a mismatch found without them is found
+        again with them. With keys, each mismatch and each failing flatten function is noted
+        and the walk goes on past its node; the one raised is the last noted, the leftmost:
+        the one a left-to-right walk would meet first.
 
         With ``errors`` (a list), mismatches are collected instead of raised: each appends
         ``(start, stop, error)``, left to right, where this treedef's leaves ``start:stop`` lie
         under the mismatched node; those result slots hold ``None`` (and, in ``paths``, the
-        node's key path) and the walk goes on past the node.
+        node's key path). A failing flatten function still raises (the leftmost one).
         """
         nodes = self._nodes
-        if errors is not None and paths is None:
-            paths = []
-        with_path = paths is not None
+        with_path = paths is not None or errors is not None
         out: list[Any] = []
-        # (subtree, index of its node record, key path link). Children are pushed last
-        # first, so the walk goes left to right. With paths, each key path is a linked list
-        # (parent link, key entry), so that deep trees cost no copying; _unlink makes the
-        # tuple when needed.
-        stack: list[tuple[Any, int, Any]] = [(tree, len(nodes) - 1, None)]
-        pop, push = stack.pop, stack.append
-        keys: Any
-        got_node: Node | None
+        add = out.append
+        stack = [tree]
+        pop = stack.pop
+        # With keys: each subtree's key path as a linked list (parent link, key entry), so
+        # that deep trees cost no copying (_unlink makes the tuple), and the paths found,
+        # right to left; each problem as (start, stop, error, cause), right to left.
+        links: list[Any] = [None]
+        found: list[KeyPath] = []
+        problems: list[tuple[int, int, Exception, Exception | None]] = []
         get = TYPES.get
-        while stack:
-            sub, j, link = pop()
+        keys: Any
+        got: Any
+        got_node: Node | None
+        cause: Exception | None
+        j = len(nodes)
+        while j:
+            j -= 1
             record = nodes[j]
+            sub = pop()
+            if with_path:
+                link = links.pop()
             ntype = record[0]
             if ntype is None and not strict and is_leaf is None:  # any subtree goes at a leaf
-                out.append(sub)
-                if paths is not None:
-                    paths.append(_unlink(link))
+                add(sub)
+                if with_path:
+                    found.append(_unlink(link))
                 continue
             if is_leaf is not None and is_leaf(sub):
                 got = None
@@ -254,54 +265,64 @@ class TreeDef:
                 got = get(type(sub), MISSING)
                 if got is MISSING:
                     got = resolve(type(sub))
+            got_node = cause = None
             if ntype is None:
                 if not strict or got is None:
-                    out.append(sub)
-                    if paths is not None:
-                        paths.append(_unlink(link))
+                    add(sub)
+                    if with_path:
+                        found.append(_unlink(link))
                     continue
-                if not with_path:
-                    return self._walk(tree, label, strict, is_leaf, [])
-                got_node = _record(got, sub, label, link)
-            elif got is not ntype:
-                if not with_path:
-                    return self._walk(tree, label, strict, is_leaf, [])
-                got_node = None if got is None else _record(got, sub, label, link)
-            else:
-                assert got is not None
+            elif got is ntype:
                 try:
-                    children, data, keys = got.flatten(sub, with_path)
+                    children, data, keys = ntype.flatten(sub, with_path)
                 except Exception as exc:
-                    if not with_path:
-                        return self._walk(tree, label, strict, is_leaf, [])
-                    raise flatten_failed(label, _unlink(link), got.type, exc) from exc
-                arity = record[2]
-                if len(children) == arity and data == record[1]:
-                    if not strict and record[3] == arity == record[4] - 1:
-                        # Every child is a leaf (wide lists, dicts of arrays): take them as they are.
-                        out.extend(children)
-                        if paths is not None:
-                            prefix = _unlink(link)
-                            paths.extend([(*prefix, key) for key in keys])
+                    cause = exc
+                else:
+                    arity = record[2]
+                    if len(children) == arity and data == record[1]:
+                        if not strict and record[3] == arity == record[4] - 1:
+                            # Every child is a leaf (wide lists, dicts of arrays): take them as they are.
+                            out += children[::-1]
+                            j -= arity
+                            if with_path:
+                                prefix = _unlink(link)
+                                found += [(*prefix, key) for key in reversed(keys)]
+                            continue
+                        stack += children
+                        if with_path:
+                            links += [(link, key) for key in keys]
                         continue
-                    # The last child's record sits just before its parent's, each earlier
-                    # sibling's just before the later sibling's subtree.
-                    j -= 1
-                    for c in range(arity - 1, -1, -1):
-                        push((children[c], j, (link, keys[c]) if with_path else None))
-                        j -= nodes[j][4]
-                    continue
-                if not with_path:
-                    return self._walk(tree, label, strict, is_leaf, [])
-                got_node = (got, data, len(children), 0, 0)
-            assert paths is not None
+                    got_node = (ntype, data, len(children), 0, 0)
+            if not with_path:
+                return self._walk(tree, label, strict, is_leaf, [])
+            # A mismatch, or a failing flatten function, at `sub`: noted, and its subtree skipped.
             path = _unlink(link)
-            error = mismatch(label, path, record, sub, got_node)
-            if errors is None:
-                raise error
-            errors.append((len(out), len(out) + record[3], error))
-            out.extend([None] * record[3])
-            paths.extend([path] * record[3])
+            if got is not None and got_node is None and cause is None:
+                try:
+                    children, data, _ = got.flatten(sub, False)
+                    got_node = (got, data, len(children), 0, 0)
+                except Exception as exc:
+                    cause = exc
+            stop = nodes[-1][3] - len(out)
+            if cause is None:
+                problems.append((stop - record[3], stop, mismatch(label, path, record, sub, got_node), None))
+            else:
+                problems.append((stop - record[3], stop, flatten_failed(label, path, got.type, cause), cause))
+            out += [None] * record[3]
+            found += [path] * record[3]
+            j -= record[4] - 1
+        out.reverse()
+        if not with_path:
+            return out
+        if problems:
+            failures = [problem for problem in problems if problem[3] is not None]
+            if errors is None or failures:
+                _, _, problem, cause = (problems if errors is None else failures)[-1]
+                raise problem from cause
+            errors += [(start, stop, error) for start, stop, error, _ in reversed(problems)]  # type: ignore[misc]
+        if paths is not None:
+            found.reverse()
+            paths += found
         return out
 
     # -- structure queries ----------------------------------------------------------------------
@@ -377,15 +398,6 @@ def _unlink(link: Any) -> KeyPath:
         keys.append(key)
     keys.reverse()
     return tuple(keys)
-
-
-def _record(ntype: NodeType, sub: Any, label: str, link: Any) -> Node:
-    """The node record of ``sub`` (for an error message), wrapping a failing flatten."""
-    try:
-        children, data, _ = ntype.flatten(sub, False)
-    except Exception as exc:
-        raise flatten_failed(label, _unlink(link), ntype.type, exc) from exc
-    return (ntype, data, len(children), 0, 0)
 
 
 # -- building: interpreted, and compiled for structures built again and again -----------------
