@@ -56,25 +56,18 @@ def flatten(
         if i < n:
             child = children[i]
             i += 1
-            if is_leaf is not None:
-                if leaf_takes_path:
-                    if prefix is None:
-                        prefix = tuple(keypath)
-                    stop = is_leaf((*prefix, keys[i - 1]) if stack else (), child)
-                else:
-                    stop = is_leaf(child)
-                if stop:
-                    add_leaf(child)
-                    add_node(LEAF)
-                    if paths is not None:
-                        if prefix is None:
-                            prefix = tuple(keypath)
-                        paths.append((*prefix, keys[i - 1]) if stack else ())
-                    continue
-            child_type = get(type(child), MISSING)
+            if is_leaf is None:
+                child_type = get(type(child), MISSING)
+            elif leaf_takes_path:
+                if prefix is None:
+                    prefix = tuple(keypath)
+                stop = is_leaf((*prefix, keys[i - 1]) if stack else (), child)
+                child_type = None if stop else get(type(child), MISSING)
+            else:
+                child_type = None if is_leaf(child) else get(type(child), MISSING)
             if child_type is MISSING:
                 child_type = resolve(type(child))
-            if child_type is None:
+            if child_type is None:  # a leaf, or what is_leaf takes for one
                 add_leaf(child)
                 add_node(LEAF)
                 if paths is not None:
