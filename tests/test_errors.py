@@ -383,6 +383,25 @@ def test_a_list_holding_itself() -> None:
         treekit.tree_leaves(tree)
 
 
+@pytest.mark.parametrize("depth", [1, 999, 1000, 1001, 2500])
+def test_a_cycle_closing_deep_down_names_where_it_first_closes(depth: int) -> None:
+    # Cycles are looked for when the walk's stack has doubled in depth; the error is the same.
+    chain: list[list[Any]] = [[0]]
+    for _ in range(depth):
+        chain[-1].append([1])
+        chain.append(chain[-1][1])
+    chain[-1].append(chain[depth // 2])
+    path = (SequenceKey(1),) * (depth + 1)
+    message = (
+        f"tree{keystr(path)}: expected a tree, got a cycle "
+        f"(this list is the same object as its ancestor tree{keystr(path[: depth // 2])})"
+    )
+    for call in (treekit.tree_leaves, treekit.tree_leaves_with_path):
+        with pytest.raises(TreeCycleError, match=f"^{re.escape(message)}$") as info:
+            call(chain[0])
+        assert (info.value.path, info.value.ancestor) == (path, path[: depth // 2])
+
+
 def test_the_guided_walk_stops_at_the_treedef_on_a_cyclic_rest_tree() -> None:
     cyclic = _cyclic_list()
     out = treekit.tree_map(lambda x, y: y, [1, [2, 3]], cyclic)

@@ -42,7 +42,9 @@ def flatten(
     # The current node's state lives in locals; `stack` holds its ancestors' saved states.
     # The root is the one child of a virtual node, so it goes through the same code as any child.
     stack: list[tuple[Any, ...]] = []
-    active: set[int] = set()  # ids of the nodes on the stack, for cycles
+    # A container that is its own descendant makes the walk go ever deeper, so cycles are
+    # looked for only when the stack has doubled in depth since the last look.
+    look_at = 1000
     node: Any = None
     ntype: Any = None
     data: Any = None
@@ -100,11 +102,9 @@ def flatten(
                         child_path = (*prefix, keys[i - 1]) if stack else ()
                         paths += [(*child_path, key) for key in kid_keys]
                     continue
-            ident = id(child)
-            if ident in active:
-                frames = [*stack[1:], (node, ntype, data, children, n, i)]
-                raise _cycle(label, frames, ident, child_type)
-            active.add(ident)
+            if len(stack) >= look_at:
+                look_at *= 2
+                _look_for_cycle(label, [*stack[1:], (node, ntype, data, children, n, i)], child)
             stack.append((node, ntype, data, children, n, i, keys, prefix, leaf_start, node_start))
             if with_path and len(stack) > 1:
                 keypath.append(keys[i - 1])
@@ -123,7 +123,6 @@ def flatten(
             if not stack:
                 break
             add_node((ntype, data, n, len(leaves) - leaf_start, len(nodes) - node_start + 1))
-            active.discard(id(node))
             node, ntype, data, children, n, i, keys, prefix, leaf_start, node_start = stack.pop()
             if with_path and stack:
                 keypath.pop()
@@ -142,8 +141,12 @@ def _flatten_failed(label: str, frames: list[tuple[Any, ...]], ntype: NodeType, 
     return flatten_failed(label, tuple(_frame_keys(frames)), ntype.type, exc)
 
 
-def _cycle(label: str, frames: list[tuple[Any, ...]], ident: int, ntype: NodeType) -> TreeCycleError:
-    keys = _frame_keys(frames)
-    depth = next(k for k, frame in enumerate(frames) if id(frame[0]) == ident)
-    what = type(frames[depth][0]).__name__
-    return TreeCycleError(label, tuple(keys), tuple(keys[:depth]), what)
+def _look_for_cycle(label: str, frames: list[tuple[Any, ...]], child: Any) -> None:
+    """Raise TreeCycleError if a node on the path (the frames' nodes, then ``child``) is its
+    own ancestor, naming where the cycle first closes, as a check at every node would."""
+    seen: dict[int, int] = {}
+    for k, node in enumerate([*(frame[0] for frame in frames), child]):
+        depth = seen.setdefault(id(node), k)
+        if depth != k:
+            keys = _frame_keys(frames[:k])
+            raise TreeCycleError(label, tuple(keys), tuple(keys[:depth]), type(node).__name__)
