@@ -8,7 +8,7 @@ from typing import Any
 
 from treekit._errors import TreeCycleError, flatten_failed
 from treekit._keys import KeyPath
-from treekit._registry import MISSING, TYPES, NodeType, resolve
+from treekit._registry import LIST, MISSING, TUPLE, TYPES, NodeType, resolve, sequence_keys
 from treekit._treedef import LEAF, Node, TreeDef
 
 __all__ = ["IsLeaf", "flatten"]
@@ -34,6 +34,7 @@ def flatten(
     variants are this walk with ``with_path=False``: keys are neither made nor kept.
     """
     get = TYPES.get
+    seq, tup = LIST, TUPLE
     leaves: list[Any] = []
     nodes: list[Node] = []
     paths: list[KeyPath] | None = [] if with_path else None
@@ -45,6 +46,9 @@ def flatten(
     # A container that is its own descendant makes the walk go ever deeper, so cycles are
     # looked for only when the stack has doubled in depth since the last look.
     look_at = 1000
+    kids: Any
+    kid_data: Any
+    kid_keys: Any
     node: Any = None
     ntype: Any = None
     data: Any = None
@@ -77,11 +81,14 @@ def flatten(
                         prefix = tuple(keypath)
                     paths.append((*prefix, keys[i - 1]) if stack else ())
                 continue
-            try:
-                kids, kid_data, kid_keys = child_type.flatten(child, with_path)
-            except Exception as exc:
-                frames = [*stack[1:], (node, ntype, data, children, n, i)] if stack else []
-                raise _flatten_failed(label, frames, child_type, exc) from exc
+            if child_type is seq or child_type is tup:  # their flatten, without the call
+                kids, kid_data, kid_keys = child, None, sequence_keys(len(child)) if with_path else None
+            else:
+                try:
+                    kids, kid_data, kid_keys = child_type.flatten(child, with_path)
+                except Exception as exc:
+                    frames = [*stack[1:], (node, ntype, data, children, n, i)] if stack else []
+                    raise _flatten_failed(label, frames, child_type, exc) from exc
             if not kids:
                 add_node((child_type, kid_data, 0, 0, 1))
                 continue
