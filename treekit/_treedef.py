@@ -8,7 +8,19 @@ from typing import Any
 from treekit._describe import describe_leaf, is_array
 from treekit._errors import StructureMismatchError, flatten_failed, type_names
 from treekit._keys import KeyPath
-from treekit._registry import DICT, LIST, MISSING, NAMEDTUPLE, NONE, TUPLE, TYPES, NodeType, dict_keys, resolve
+from treekit._registry import (
+    DICT,
+    LIST,
+    MISSING,
+    NAMEDTUPLE,
+    NONE,
+    TUPLE,
+    TYPES,
+    NodeType,
+    dict_keys,
+    resolve,
+    sequence_keys,
+)
 
 __all__ = ["LEAF", "Node", "TreeDef", "describe", "mismatch"]
 
@@ -242,6 +254,7 @@ class TreeDef:
         found: list[KeyPath] = []
         problems: list[tuple[int, int, Exception, Exception | None]] = []
         get = TYPES.get
+        seq, tup = LIST, TUPLE
         keys: Any
         got: Any
         got_node: Node | None
@@ -274,7 +287,10 @@ class TreeDef:
                     continue
             elif got is ntype:
                 try:
-                    children, data, keys = ntype.flatten(sub, with_path)
+                    if ntype is seq or ntype is tup:  # their flatten, without the call
+                        children, data, keys = sub, None, sequence_keys(len(sub)) if with_path else None
+                    else:
+                        children, data, keys = ntype.flatten(sub, with_path)
                 except Exception as exc:
                     cause = exc
                 else:
