@@ -434,6 +434,26 @@ def test_cycles_in_a_fresh_interpreter_raise_and_leave_it_working() -> None:
     assert done.stdout.splitlines() == [message] * 4 + ["[1, 2, 3]"]
 
 
+def test_a_wide_container_holding_itself_is_caught_early() -> None:
+    # Each round of the cycle adds 100,000 leaves: looking for cycles by depth alone would
+    # first walk 1,000 rounds (10^8 leaves). The subprocess times out instead of hanging pytest.
+    script = textwrap.dedent(
+        """
+        import treekit
+        wide = list(range(100_000))
+        wide.append(wide)
+        try:
+            treekit.tree_leaves({"w": wide})
+        except treekit.TreeCycleError as err:
+            print(err)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    message = "tree['w'][100000]: expected a tree, got a cycle (this list is the same object as its ancestor tree['w'])"
+    assert done.stdout.splitlines() == [message]
+
+
 # -- very deep trees ------------------------------------------------------------------------------------
 def _nested(depth: int, leaf: Any = 0) -> Any:
     tree = leaf

@@ -44,8 +44,10 @@ def flatten(
     # The root is the one child of a virtual node, so it goes through the same code as any child.
     stack: list[tuple[Any, ...]] = []
     # A container that is its own descendant makes the walk go ever deeper, so cycles are
-    # looked for only when the stack has doubled in depth since the last look.
-    look_at = 1000
+    # looked for only when the stack has doubled in depth, or the number of nodes done has
+    # doubled (a wide container holding itself goes deeper slowly), since the last look:
+    # each look scans the path once, so all looks together cost at most a few walks' worth.
+    look_at = work_at = 1000
     kids: Any
     kid_data: Any
     kid_keys: Any
@@ -109,8 +111,8 @@ def flatten(
                         child_path = (*prefix, keys[i - 1]) if stack else ()
                         paths += [(*child_path, key) for key in kid_keys]
                     continue
-            if len(stack) >= look_at:
-                look_at *= 2
+            if len(stack) >= look_at or len(nodes) >= work_at:
+                look_at, work_at = 2 * max(len(stack), 500), 2 * len(nodes) + 1000
                 _look_for_cycle(label, [*stack[1:], (node, ntype, data, children, n, i)], child)
             stack.append((node, ntype, data, children, n, i, keys, prefix, leaf_start, node_start))
             if with_path and len(stack) > 1:
