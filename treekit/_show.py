@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from treekit._format import summary
+from treekit.params import unflatten_dict
 
 __all__ = ["load_tree", "show"]
 
@@ -17,23 +18,6 @@ _PICKLE_WHY = (
     "pass --allow-pickle only for files you trust"
 )
 _PICKLE_SUFFIXES = (".pkl", ".pickle", ".pck", ".pt", ".pth")
-
-
-def _nest(flat: dict[str, Any]) -> dict[str, Any]:
-    """``{'a/b': x}`` to ``{'a': {'b': x}}``; a key that is both an array and a group fails."""
-    root: dict[str, Any] = {}
-    for key, value in flat.items():
-        *groups, name = key.split("/")
-        node = root
-        for depth, group in enumerate(groups):
-            child = node.setdefault(group, {})
-            if type(child) is not dict:
-                raise ValueError(f"key {key!r}: {'/'.join(groups[: depth + 1])!r} is both an array and a group")
-            node = child
-        if name in node:
-            raise ValueError(f"key {key!r} is both an array and a group")
-        node[name] = value
-    return root
 
 
 def load_tree(path: str | Path, *, allow_pickle: bool = False) -> Any:
@@ -90,7 +74,7 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False) -> Any:
         if "allow_pickle" not in str(exc):
             raise
         raise ValueError(f"refusing to load a pickled array: {_PICKLE_WHY}") from None
-    return _nest(flat)
+    return unflatten_dict(flat)
 
 
 def show(path: str, *, allow_pickle: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> int:
