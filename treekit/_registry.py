@@ -236,11 +236,6 @@ def _dict_order(d: dict[Any, Any]) -> tuple[Any, ...]:
     return out
 
 
-def insertion_order(keys: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The insertion order remembered with sorted dict keys."""
-    return getattr(keys, "original", keys)
-
-
 # -- built-in entries ---------------------------------------------------------------------------
 def _flatten_list(node: Any, with_path: bool) -> tuple[Any, None, Any]:
     return node, None, sequence_keys(len(node)) if with_path else None
