@@ -24,6 +24,11 @@ NONE_HINT = "None is a node with no children, not a leaf: to treat it as a leaf 
 GeoA = collections.namedtuple("Point", "x y", module="geo.a")  # type: ignore[name-match]
 GeoB = collections.namedtuple("Point", "x y", module="geo.b")  # type: ignore[name-match]
 Vec = collections.namedtuple("Vec", "x y")
+# The same class statement run twice (a notebook cell run again, importlib.reload):
+# two class objects that print the same.
+Cell1 = collections.namedtuple("Point", "x y", module="__main__")  # type: ignore[name-match]
+Cell2 = collections.namedtuple("Point", "x y", module="__main__")  # type: ignore[name-match]
+REDEFINED = "a different class object with the same name: redefined?"
 
 
 def _map(*trees: Any, **kwargs: Any) -> Any:
@@ -66,6 +71,12 @@ MISMATCHES = [
         [GeoA(1, 2)],
         [GeoB(1, 2)],
         "rest[0][0]: expected namedtuple geo.a.Point, got namedtuple geo.b.Point",
+    ),
+    (
+        "namedtuple_redefined",
+        [Cell1(1, 2)],
+        [Cell2(1, 2)],
+        f"rest[0][0]: expected namedtuple __main__.Point, got namedtuple __main__.Point ({REDEFINED})",
     ),
     ("namedtuples", Vec(1, 2), GeoA(1, 2), "rest[0]: expected namedtuple Vec, got namedtuple Point"),
     ("namedtuple_vs_tuple", [Vec(1, 2)], [(1, 2)], "rest[0][0]: expected namedtuple Vec, got tuple of length 2"),
@@ -132,6 +143,22 @@ def test_flatten_up_to_gives_the_same_messages_labelled_tree(
 
 def test_the_hint_is_right() -> None:
     assert _map([None, 1], [1, 1], is_leaf=lambda x: x is None) == [None, None]
+
+
+def test_a_registered_class_defined_twice_is_named_as_two_classes(
+    registered: Callable[[type, Callable[[type], Any]], Any],
+) -> None:
+    source = "@dataclasses.dataclass\nclass Layer:\n    w: int\n"
+    first: dict[str, Any] = {"dataclasses": __import__("dataclasses"), "__name__": "__main__"}
+    second = dict(first)
+    exec(source, first)  # the same cell run twice
+    exec(source, second)
+    old, new = first["Layer"], second["Layer"]
+    registered(old, treekit.register_dataclass)
+    registered(new, treekit.register_dataclass)
+    message = f"b['l']: expected __main__.Layer, got __main__.Layer ({REDEFINED})"
+    with pytest.raises(StructureMismatchError, match=f"^{re.escape(message)}$"):
+        treekit.assert_same_structure({"l": old(1)}, {"l": new(1)})
 
 
 def test_label_names_the_argument_and_path_is_an_attribute() -> None:

@@ -127,17 +127,27 @@ def flatten_failed(label: str, path: KeyPath, cls: type, exc: Exception) -> Type
     return TypeError(f"{label}{keystr(path)}: flattening {cls.__qualname__} failed: {type(exc).__name__}: {exc}")
 
 
-def type_names(a: type, b: type) -> tuple[str, str]:
-    """Names for two classes in a message: ``__name__``, or module + qualname when they clash.
+def type_names(a: type, b: type) -> tuple[str, str, str | None]:
+    """Names for two classes in a message, and a detail when the names cannot tell them apart.
+
+    ``__name__`` each; module + qualname when the names clash; and when those clash too (a
+    class redefined in a notebook cell, or after ``importlib.reload``), a detail saying the
+    two are different class objects.
 
     >>> import collections
     >>> P1 = collections.namedtuple('Point', 'x y'); P2 = collections.namedtuple('Point', 'x y')
+    >>> type_names(P1, P2)
+    ('treekit._errors.Point', 'treekit._errors.Point', 'a different class object with the same name: redefined?')
     >>> P2.__module__ = 'other'
     >>> type_names(P1, P2)
-    ('treekit._errors.Point', 'other.Point')
+    ('treekit._errors.Point', 'other.Point', None)
     >>> type_names(list, tuple)
-    ('list', 'tuple')
+    ('list', 'tuple', None)
     """
-    if a is not b and a.__name__ == b.__name__:
-        return f"{a.__module__}.{a.__qualname__}", f"{b.__module__}.{b.__qualname__}"
-    return a.__name__, b.__name__
+    if a is b or a.__name__ != b.__name__:
+        return a.__name__, b.__name__, None
+    a_name, b_name = f"{a.__module__}.{a.__qualname__}", f"{b.__module__}.{b.__qualname__}"
+    return a_name, b_name, (_SAME_NAME if a_name == b_name else None)
+
+
+_SAME_NAME = "a different class object with the same name: redefined?"

@@ -79,10 +79,9 @@ def mismatch(label: str, path: KeyPath, expected: Node, got: Any, got_node: Node
             hint = "None is a node with no children, not a leaf: to treat it as a leaf pass is_leaf=lambda x: x is None"
         return StructureMismatchError(label, path, describe(ntype, data, arity), got_text, None, hint)
     gtype, gdata, garity = got_node[0], got_node[1], got_node[2]
-    expected_name = got_name = None
+    expected_name = got_name = detail = None
     if ntype is not None:
-        expected_name, got_name = type_names(ntype.node_class(data), gtype.node_class(gdata))
-    detail = None
+        expected_name, got_name, detail = type_names(ntype.node_class(data), gtype.node_class(gdata))
     if ntype is not None and ntype.kind in _DICTS and gtype is ntype:
         want, have = list(dict_keys(ntype, data)), list(dict_keys(gtype, gdata))
         missing = [k for k in want if k not in have]
