@@ -335,9 +335,51 @@ FLAT_ERRORS = [
         lambda: flatten_dict({"a/b": 1, "a": {"b": 2}}),
         "tree['a/b']: expected a unique flat key, got 'a/b' twice (sep='/')",
     ),
-    (lambda: unflatten_dict({"a": 1, "a/b": 2}), "flat['a/b']: expected a dict at ('a',), got a leaf"),
-    (lambda: unflatten_dict({"a/b": 1, "a": 2}), "flat['a']: expected a leaf, got a dict of other keys under it"),
+    (
+        lambda: unflatten_dict({"a": 1, "a/b": 2}),
+        "flat['a/b']: expected a dict at ('a',), got a leaf (key 'a' clashes with key 'a/b')",
+    ),
+    (
+        lambda: unflatten_dict({"a/b": 1, "a": 2}),
+        "flat['a']: expected a leaf, got a dict of other keys under it (key 'a' clashes with key 'a/b')",
+    ),
+    (
+        lambda: unflatten_dict({"x": 0, "a": {}, "a/b": 2}),
+        "flat['a/b']: expected a dict at ('a',), got a leaf (key 'a' clashes with key 'a/b')",
+    ),
+    (
+        lambda: unflatten_dict({("a",): {}, ("a", "b"): 2}, sep=None),
+        "flat[('a', 'b')]: expected a dict at ('a',), got a leaf (key ('a',) clashes with key ('a', 'b'))",
+    ),
+    (lambda: unflatten_dict({(): 1}, sep=None), "flat[()]: expected a tuple of one or more keys, got ()"),
 ]
+
+
+FLAT_TYPE_ERRORS = [
+    (lambda: unflatten_dict({"ab": 1}, sep=None), "flat['ab']: expected a tuple key (sep=None), got str"),
+    (lambda: unflatten_dict({1: 1}), "flat[1]: expected a str key (sep='/'), got int"),
+    (lambda: unflatten_dict([("a", 1)]), "flat: expected a dict, got list"),  # type: ignore[arg-type]
+    (lambda: unflatten_dict({"a": 1}, sep=1), "sep: expected a str or None, got int"),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize(("call", "message"), FLAT_TYPE_ERRORS, ids=[m for _, m in FLAT_TYPE_ERRORS])
+def test_unflatten_dict_wrong_kinds(call: Any, message: str) -> None:
+    """Issue 13 item 3: a str key with sep=None was split into characters."""
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_unflatten_dict_never_changes_its_input() -> None:
+    """Issue 13 item 3: {'a': {}, 'a/b': 2} gave {'a': {'b': 2}} and put 'b' into the caller's {}."""
+    empty: dict[str, Any] = {}
+    flat = {"a": empty, "a/b": 2}
+    with pytest.raises(ValueError, match="key 'a' clashes with key 'a/b'"):
+        unflatten_dict(flat)
+    assert (flat, empty) == ({"a": {}, "a/b": 2}, {})
+    inner = {"w": 1}
+    assert unflatten_dict({"a": inner, "b/c": 2}) == {"a": {"w": 1}, "b": {"c": 2}}
+    assert inner == {"w": 1}
 
 
 @pytest.mark.parametrize(("call", "message"), FLAT_ERRORS, ids=[m for _, m in FLAT_ERRORS])

@@ -44,7 +44,7 @@ def test_json_and_npy(tmp_path: Path) -> None:
         ("disguised.json", f"refusing to load a pickle file: {PICKLE_WHY}"),
         ("objects.npz", f"refusing to load array 'x', stored with pickle: {PICKLE_WHY}"),
         ("objects.npy", f"refusing to load a pickled array: {PICKLE_WHY}"),
-        ("clash.npz", "flat['a/b']: expected a dict at ('a',), got a leaf"),
+        ("clash.npz", "flat['a/b']: expected a dict at ('a',), got a leaf (key 'a' clashes with key 'a/b')"),
         ("t.txt", "expected a .npz, .npy or .json file (or a pickle, with --allow-pickle), got '.txt'"),
     ],
 )

@@ -161,6 +161,35 @@ def test_any_tuple_subclass_with_fields_is_a_namedtuple_node() -> None:
     assert treedef.unflatten([3, 4]) == Fields(3, 4)
 
 
+class ShortFields(tuple):  # type: ignore[type-arg]
+    _fields = ("a",)
+
+
+FIELDS_MISFIT = "expected one name in ShortFields._fields per item, got 1 for 3 items"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        treekit.tree_leaves,
+        treekit.tree_leaves_with_path,
+        treekit.tree_structure,
+        lambda t: treekit.tree_map(lambda x: x, t),
+        lambda t: treekit.tree_map_with_path(lambda p, x: x, t),
+        lambda t: treekit.tree_structure({"x": (0, 0, 0)}).flatten_up_to(t),
+        lambda t: __import__("treekit.params").params.flatten_dict(t),
+    ],
+    ids=["leaves", "leaves_with_path", "structure", "map", "map_with_path", "flatten_up_to", "flatten_dict"],
+)
+def test_a_tuple_whose_fields_do_not_fit_fails_alike_everywhere(call: Any) -> None:
+    """Issue 13 item 4: leaves and leaves-with-path disagreed, flatten_dict dropped a leaf and
+    map-with-path raised a bare StopIteration. Now every walk names the path and the misfit."""
+    with pytest.raises((TypeError, ValueError)) as info:
+        call({"x": ShortFields((1, 2, 3))})
+    assert FIELDS_MISFIT in str(info.value)
+    assert str(info.value).startswith("tree['x']: ")
+
+
 def test_shared_subtrees_are_not_cycles() -> None:
     shared = [1, 2]
     tree = {"a": shared, "b": shared, "c": [shared, [shared]]}

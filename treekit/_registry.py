@@ -256,7 +256,12 @@ def _unflatten_dict(keys: tuple[Any, ...], children: list[Any]) -> dict[Any, Any
 
 def _flatten_namedtuple(node: Any, with_path: bool) -> tuple[Any, type, Any]:
     cls = type(node)
-    return node, cls, _field_keys(cls) if with_path else None
+    keys = _field_keys(cls)
+    if len(keys) != len(node):  # a tuple subclass with a _fields that does not fit it
+        raise ValueError(
+            f"expected one name in {cls.__qualname__}._fields per item, got {len(keys)} for {len(node)} items"
+        )
+    return node, cls, keys if with_path else None
 
 
 def _flatten_ordereddict(node: Any, with_path: bool) -> tuple[list[Any], tuple[Any, ...], Any]:

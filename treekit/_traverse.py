@@ -8,7 +8,7 @@ from typing import Any
 
 from treekit._errors import TreeCycleError, flatten_failed
 from treekit._keys import KeyPath
-from treekit._registry import LIST, MISSING, TUPLE, TYPES, NodeType, resolve, sequence_keys
+from treekit._registry import LIST, MISSING, TUPLE, TYPES, resolve, sequence_keys
 from treekit._treedef import LEAF, Node, TreeDef
 
 __all__ = ["IsLeaf", "flatten"]
@@ -90,7 +90,7 @@ def flatten(
                     kids, kid_data, kid_keys = child_type.flatten(child, with_path)
                 except Exception as exc:
                     frames = [*stack[1:], (node, ntype, data, children, n, i)] if stack else []
-                    raise _flatten_failed(label, frames, child_type, exc) from exc
+                    raise _flatten_failed(label, frames, type(child), exc) from exc
             if not kids:
                 add_node((child_type, kid_data, 0, 0, 1))
                 continue
@@ -146,8 +146,8 @@ def _frame_keys(frames: list[tuple[Any, ...]]) -> list[Any]:
     return out
 
 
-def _flatten_failed(label: str, frames: list[tuple[Any, ...]], ntype: NodeType, exc: Exception) -> TypeError:
-    return flatten_failed(label, tuple(_frame_keys(frames)), ntype.type, exc)
+def _flatten_failed(label: str, frames: list[tuple[Any, ...]], cls: type, exc: Exception) -> TypeError:
+    return flatten_failed(label, tuple(_frame_keys(frames)), cls, exc)
 
 
 def _look_for_cycle(label: str, frames: list[tuple[Any, ...]], child: Any) -> None:

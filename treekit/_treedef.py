@@ -322,7 +322,7 @@ class TreeDef:
             if cause is None:
                 problems.append((stop - record[3], stop, mismatch(label, path, record, sub, got_node), None))
             else:
-                problems.append((stop - record[3], stop, flatten_failed(label, path, got.type, cause), cause))
+                problems.append((stop - record[3], stop, flatten_failed(label, path, type(sub), cause), cause))
             out += [None] * record[3]
             found += [path] * record[3]
             j -= record[4] - 1

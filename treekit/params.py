@@ -499,7 +499,8 @@ def unflatten_dict(flat: dict[Any, Any], sep: str | None = "/") -> dict[Any, Any
 
     Only dicts come back: a list's items come back under their indices as keys (``'0'``, or
     ``0`` with ``sep=None``). To restore another structure exactly, use
-    ``tree_unflatten(tree_structure(like), flat.values())``.
+    ``tree_unflatten(tree_structure(like), flat.values())``. Values are never looked into or
+    changed: a dict value is a leaf here, and a key under it clashes with it.
 
     >>> unflatten_dict({'a/b': 1, 'a/c': 2, 'd': 3})
     {'a': {'b': 1, 'c': 2}, 'd': 3}
@@ -512,18 +513,59 @@ def unflatten_dict(flat: dict[Any, Any], sep: str | None = "/") -> dict[Any, Any
         Nested dicts, in the order the keys first appear.
 
     Raises:
-        ValueError: If a key is both a leaf and a prefix of another key.
+        TypeError: If ``flat`` is not a dict, ``sep`` not a string or ``None``, or a key not a
+            string (a tuple with ``sep=None``).
+        ValueError: If a key is both a leaf and a prefix of another key (the message names both),
+            or a tuple key is empty.
     """
+    if not isinstance(flat, dict):
+        raise TypeError(f"flat: expected a dict, got {type(flat).__name__}")
+    if sep is not None and not isinstance(sep, str):
+        raise TypeError(f"sep: expected a str or None, got {type(sep).__name__}")
     out: dict[Any, Any] = {}
+    made = {id(out)}  # the dicts made here: the only ones a key may go into
     for key, value in flat.items():
-        parts = tuple(key) if sep is None else tuple(key.split(sep))
+        parts = _flat_key_parts(key, sep)
         node = out
         for depth, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
-            if type(child) is not dict:
-                raise ValueError(f"flat[{key!r}]: expected a dict at {parts[: depth + 1]!r}, got a leaf")
-            node = child
+            if part not in node:
+                node[part] = {}
+                made.add(id(node[part]))
+            elif id(node[part]) not in made:
+                other = _flat_key_at(flat, parts[: depth + 1], sep)
+                raise ValueError(
+                    f"flat[{key!r}]: expected a dict at {parts[: depth + 1]!r}, got a leaf "
+                    f"(key {other!r} clashes with key {key!r})"
+                )
+            node = node[part]
         if parts[-1] in node:
-            raise ValueError(f"flat[{key!r}]: expected a leaf, got a dict of other keys under it")
+            other = _flat_key_under(flat, parts, sep)
+            raise ValueError(
+                f"flat[{key!r}]: expected a leaf, got a dict of other keys under it "
+                f"(key {key!r} clashes with key {other!r})"
+            )
         node[parts[-1]] = value
     return out
+
+
+def _flat_key_parts(key: Any, sep: str | None) -> tuple[Any, ...]:
+    if sep is None:
+        if not isinstance(key, tuple):
+            raise TypeError(f"flat[{key!r}]: expected a tuple key (sep=None), got {type(key).__name__}")
+        if not key:
+            raise ValueError("flat[()]: expected a tuple of one or more keys, got ()")
+        return key
+    if not isinstance(key, str):
+        raise TypeError(f"flat[{key!r}]: expected a str key (sep={sep!r}), got {type(key).__name__}")
+    return tuple(key.split(sep))
+
+
+def _flat_key_at(flat: dict[Any, Any], parts: tuple[Any, ...], sep: str | None) -> Any:
+    """The key of ``flat`` whose parts are ``parts`` (for a clash message; run only on failure)."""
+    return next(k for k in flat if _flat_key_parts(k, sep) == parts)
+
+
+def _flat_key_under(flat: dict[Any, Any], parts: tuple[Any, ...], sep: str | None) -> Any:
+    """The first key of ``flat`` that goes under ``parts`` (for a clash message; run only on failure)."""
+    n = len(parts)
+    return next(k for k in flat if len(_flat_key_parts(k, sep)) > n and _flat_key_parts(k, sep)[:n] == parts)
