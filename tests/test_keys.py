@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from treekit import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, UserKey, keystr
+from treekit import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, UserKey, keystr, tree_leaves_with_path
 
 ENTRIES = [
     (SequenceKey(0), "SequenceKey(idx=0)", "[0]"),
@@ -43,6 +43,14 @@ def test_entries_of_different_kinds_differ() -> None:
     assert DictKey(0) != SequenceKey(0) != FlattenedIndexKey(0)
     assert DictKey("a") != GetAttrKey("a")
     assert SequenceKey(0) != SequenceKey(1)
+
+
+@pytest.mark.parametrize("value", [0, 1, 7, 255])
+def test_entries_of_different_kinds_hash_apart(value: int) -> None:
+    # As jax's: a path through [1] and one through ['1'] or <flat index 1> do not collide.
+    hashes = {hash(SequenceKey(value)), hash(FlattenedIndexKey(value)), hash(DictKey(value))}
+    assert len(hashes) == 3
+    assert len({SequenceKey(value), FlattenedIndexKey(value), DictKey(value)}) == 3
 
 
 def test_get() -> None:
@@ -94,6 +102,55 @@ def test_repr_and_str_match_jax(entry: Any, text: str, string: str) -> None:
     field = dataclasses.fields(entry)[0].name
     theirs = getattr(jtu, type(entry).__name__)(getattr(entry, field))
     assert (repr(theirs), str(theirs)) == (text, string)
+
+
+JAX_TWINS = [
+    SequenceKey(0),
+    SequenceKey(3),
+    SequenceKey(-1),
+    FlattenedIndexKey(0),
+    FlattenedIndexKey(5),
+    DictKey("a"),
+    DictKey(1),
+    DictKey(None),
+    DictKey(("a", 1)),
+    GetAttrKey("w"),
+]
+
+
+@pytest.mark.parametrize("entry", JAX_TWINS, ids=repr)
+def test_entries_equal_and_hash_as_jax_entries(entry: Any) -> None:
+    jtu = pytest.importorskip("jax.tree_util")
+    field = dataclasses.fields(entry)[0].name
+    theirs = getattr(jtu, type(entry).__name__)(getattr(entry, field))
+    assert entry == theirs and not entry != theirs
+    assert hash(entry) == hash(theirs)
+    assert entry != getattr(jtu, type(entry).__name__)("x" if field == "name" else 99)
+
+
+def test_paths_of_both_libraries_find_each_other() -> None:
+    jtu = pytest.importorskip("jax.tree_util")
+    tree = {"layers": [{"w": 1, "b": 2}], "step": 3}
+    ours = dict(tree_leaves_with_path(tree))
+    # jax's key paths look up entries keyed by treekit's paths, and land in the same set slots.
+    for path, leaf in jtu.tree_leaves_with_path(tree):
+        assert ours[path] == leaf
+    assert len(set(ours) | {path for path, _ in jtu.tree_leaves_with_path(tree)}) == 3
+
+
+def test_jax_keys_do_not_equal_treekit_keys() -> None:
+    # docs/migration.md "Key entries equal JAX's, one way": JAX's __eq__ answers False for
+    # other classes (not NotImplemented), and treekit does not patch it.
+    jtu = pytest.importorskip("jax.tree_util")
+    assert (jtu.DictKey("a") == DictKey("a")) is False
+    assert {(jtu.DictKey("a"),): 1}.get((DictKey("a"),)) is None
+
+
+def test_jax_keys_of_another_class_are_not_equal() -> None:
+    jtu = pytest.importorskip("jax.tree_util")
+    assert SequenceKey(1) != jtu.DictKey(1)
+    assert DictKey("a") != jtu.GetAttrKey("a")
+    assert FlattenedIndexKey(1) != jtu.SequenceKey(1)
 
 
 class Slot:

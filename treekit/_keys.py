@@ -18,6 +18,19 @@ __all__ = [
 ]
 
 
+# Equality and hashes match jax.tree_util's key classes (jaxlib's pytree.cc: a SequenceKey
+# hashes as idx + 1, a FlattenedIndexKey as key + 42, the others as their value), so key paths
+# from both libraries find each other in dicts and sets, and each class hashes apart from the
+# others. JAX's classes are recognised by their module, without importing jax.
+def _is_jax(other: object, name: str) -> bool:
+    cls = type(other)
+    return cls.__name__ == name and cls.__module__.startswith(("jaxlib.", "jax."))
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or bool(a == b)
+
+
 @dataclass(frozen=True, slots=True)
 class SequenceKey:
     """Position ``idx`` in a list, tuple or other sequence node.
@@ -27,6 +40,14 @@ class SequenceKey:
     """
 
     idx: int
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self) or _is_jax(other, "SequenceKey"):
+            return _same(self.idx, other.idx)  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.idx + 1)
 
     def __str__(self) -> str:
         return f"[{self.idx}]"
@@ -46,6 +67,14 @@ class DictKey:
 
     key: Hashable
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self) or _is_jax(other, "DictKey"):
+            return _same(self.key, other.key)  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
     def __str__(self) -> str:
         return f"[{self.key!r}]"
 
@@ -63,6 +92,14 @@ class GetAttrKey:
     """
 
     name: str
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self) or _is_jax(other, "GetAttrKey"):
+            return _same(self.name, other.name)  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)
 
     def __str__(self) -> str:
         return f".{self.name}"
@@ -84,6 +121,14 @@ class FlattenedIndexKey:
     """
 
     key: int
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self) or _is_jax(other, "FlattenedIndexKey"):
+            return _same(self.key, other.key)  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.key + 42)
 
     def __str__(self) -> str:
         return f"[<flat index {self.key}>]"
