@@ -556,3 +556,147 @@ def test_array_leaves_are_shown_by_dtype_and_shape_not_contents() -> None:
     message = "rest[0]['w']: expected list of length 2, got leaf f32[2,3]"
     with pytest.raises(StructureMismatchError, match=re.escape(message) + "$"):
         treekit.tree_map(lambda a, b: a, {"w": [1, 2]}, {"w": np.zeros((2, 3), np.float32)})
+
+
+# -- a user function raising on a leaf: the error keeps its class and gets a note -----------------
+LAYERS = {"layers": [{"w": 1, "b": 2}, {"w": 0, "b": 4}], "scale": 5}
+
+
+def _div(x: Any, *ys: Any) -> Any:
+    return 10 // x
+
+
+def test_f_raising_in_tree_map_keeps_the_exception_and_notes_the_key_path() -> None:
+    error = ZeroDivisionError("no")
+    calls: list[Any] = []
+
+    def f(x: Any) -> Any:
+        calls.append(x)
+        if x == 0:
+            raise error
+        return x
+
+    with pytest.raises(ZeroDivisionError) as info:
+        treekit.tree_map(f, LAYERS)
+    assert info.value is error
+    assert error.__notes__ == ["tree_map: f raised at ['layers'][1]['w'] (arguments from tree)"]
+    assert calls == [2, 1, 4, 0]  # f is not called again to find the leaf
+
+
+def test_the_note_names_the_other_trees_and_is_printed() -> None:
+    with pytest.raises(ZeroDivisionError) as info:
+        treekit.tree_map(_div, LAYERS, LAYERS, LAYERS)
+    note = "tree_map: f raised at ['layers'][1]['w'] (arguments from tree, rest[0], rest[1])"
+    assert info.value.__notes__ == [note]
+    import traceback
+
+    assert traceback.format_exception(info.value)[-1] == note + "\n"
+
+
+def test_tree_map_with_path_and_is_leaf() -> None:
+    with pytest.raises(TypeError) as info:
+        treekit.tree_map_with_path(lambda p, x, y: x + y, [[1, None], 2], [[1, 1], 2], is_leaf=lambda x: x is None)
+    assert info.value.__notes__ == [
+        "tree_map_with_path: f raised at [0][1] (arguments: the key path, leaves from tree, rest[0])"
+    ]
+    with pytest.raises(TypeError) as info:
+        treekit.tree_map(lambda x: x + 1, [[1, None], 2], is_leaf=lambda x: x is None)
+    assert info.value.__notes__ == ["tree_map: f raised at [0][1] (arguments from tree)"]
+
+
+def test_a_leaf_at_the_root_and_nested_maps() -> None:
+    with pytest.raises(ZeroDivisionError) as info:
+        treekit.tree_map(_div, 0)
+    assert info.value.__notes__ == ["tree_map: f raised at the root (arguments from tree)"]
+    with pytest.raises(ZeroDivisionError) as info:
+        inner = lambda row: treekit.tree_map(_div, row)  # noqa: E731
+        treekit.tree_map(inner, ([1], {"k": 0}), is_leaf=lambda x: type(x) is not tuple)
+    assert info.value.__notes__ == [
+        "tree_map: f raised at ['k'] (arguments from tree)",
+        "tree_map: f raised at [1] (arguments from tree)",
+    ]
+
+
+@pytest.mark.parametrize(("initializer", "path"), [((), "[1]"), ((100,), "[0]")])
+def test_tree_reduce_names_the_leaf_being_added(initializer: tuple[Any, ...], path: str) -> None:
+    def add(acc: Any, x: Any) -> Any:
+        if acc + x > 5:
+            raise OverflowError("too big")
+        return acc + x
+
+    with pytest.raises(OverflowError) as info:
+        treekit.tree_reduce(add, [3, 4, 0], *initializer)
+    assert info.value.__notes__ == [
+        f"tree_reduce: function raised at {path} (arguments: the value so far, that leaf of tree)"
+    ]
+    with pytest.raises(TypeError, match="empty") as empty:
+        treekit.tree_reduce(add, [])
+    assert not hasattr(empty.value, "__notes__")
+
+
+def test_tree_math_names_the_operation_and_the_leaf() -> None:
+    np = pytest.importorskip("numpy")
+    a = {"w": np.zeros((2, 3)), "b": np.zeros(3)}
+    b = {"w": np.zeros((3, 2)), "b": np.zeros(3)}
+    with pytest.raises(ValueError, match="broadcast") as info:
+        treekit.tree_add(a, b)
+    assert info.value.__notes__ == ["tree_add: x + y raised at ['w'] (leaves of tree_x, tree_y)"]
+    with pytest.raises(ValueError) as info:
+        treekit.tree_add(a, a, b)
+    assert info.value.__notes__ == ["tree_add: x + y + ... raised at ['w'] (leaves of tree_x, tree_y, other_trees[0])"]
+    with pytest.raises(TypeError) as info:
+        treekit.tree_scale(2.0, {"w": np.zeros(2), "name": object()})
+    assert info.value.__notes__ == ["tree_scale: scalar * x raised at ['name'] (leaves of tree)"]
+
+
+def test_params_helpers_name_the_leaf() -> None:
+    pytest.importorskip("numpy")
+    from treekit import params
+
+    with pytest.raises(KeyError) as info:
+        params.partition({"a": 1, "b": {}}, lambda x: {}[x])
+    assert info.value.__notes__ == ["partition: predicate_or_mask raised at ['a'] (the leaf of tree)"]
+
+    def sampler(gen: Any, shape: Any, dtype: Any) -> Any:
+        raise RuntimeError("bad sampler")
+
+    with pytest.raises(RuntimeError) as info:
+        params.tree_random_like(0, [1.0], sampler)
+    assert info.value.__notes__ == [
+        "tree_random_like: drawing the leaf raised at [0] (sampler on the shape and dtype of target_tree's leaf)"
+    ]
+
+
+def test_python_3_10_road_raises_a_same_class_copy_from_the_original(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.10 prints no notes: the note goes into the message of an exception of the same
+    class, raised from the original; a class that can't be built so keeps only ``__notes__``."""
+    from treekit import _errors
+
+    monkeypatch.setattr(_errors, "_PRINTS_NOTES", False)
+    note = "tree_map: f raised at ['layers'][1]['w'] (arguments from tree)"
+    with pytest.raises(ZeroDivisionError) as info:
+        treekit.tree_map(_div, LAYERS)
+    assert type(info.value) is ZeroDivisionError
+    assert str(info.value) == f"integer division or modulo by zero\n{note}"
+    assert info.value.__notes__ == [note]
+    assert type(info.value.__cause__) is ZeroDivisionError
+    assert info.value.__cause__.__notes__ == [note]
+
+    error = KeyError("w")  # str(KeyError(m)) is repr(m): not built again
+
+    def f(x: Any) -> Any:
+        raise error
+
+    with pytest.raises(KeyError) as key_info:
+        treekit.tree_map(f, [1])
+    assert key_info.value is error
+    assert error.__notes__ == ["tree_map: f raised at [0] (arguments from tree)"]
+
+    class Custom(Exception):
+        def __init__(self, code: int, text: str) -> None:
+            super().__init__(code, text)
+
+    with pytest.raises(Custom) as custom:
+        treekit.tree_map(lambda x: (_ for _ in ()).throw(Custom(1, "x")), [1])
+    assert custom.value.__notes__ == ["tree_map: f raised at [0] (arguments from tree)"]
+    assert custom.value.__cause__ is None

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from treekit._keys import KeyPath, keystr
 
-__all__ = ["StructureMismatchError", "TreeCycleError", "flatten_failed", "type_names"]
+__all__ = ["StructureMismatchError", "TreeCycleError", "flatten_failed", "noted", "type_names", "where_text"]
+
+_PRINTS_NOTES = sys.version_info >= (3, 11)  # a flag, so tests can take the Python 3.10 road too
 
 
 def _format(label: str, path: KeyPath, expected: str, got: str, detail: str | None, hint: str | None) -> str:
@@ -125,6 +128,51 @@ def flatten_failed(label: str, path: KeyPath, cls: type, exc: Exception) -> Type
     TypeError("rest[0]: flattening dict failed: KeyError: 'w'")
     """
     return TypeError(f"{label}{keystr(path)}: flattening {cls.__qualname__} failed: {type(exc).__name__}: {exc}")
+
+
+def where_text(path: KeyPath) -> str:
+    """A key path in a sentence: its ``keystr``, or ``the root`` for ``()``.
+
+    >>> from treekit._keys import DictKey
+    >>> where_text(()), where_text((DictKey('a'), DictKey(0)))
+    ('the root', "['a'][0]")
+    """
+    return keystr(path) if path else "the root"
+
+
+def noted(exc: Exception, note: str) -> Exception:
+    """``exc`` with ``note`` added (PEP 678); the exception to raise in its place.
+
+    On Python 3.11+ that is ``exc`` itself, with the note added (tracebacks print it under
+    the message). On 3.10, which prints no notes, ``__notes__`` is set the same way, and the
+    return value is a new exception of ``exc``'s class whose message ends with the note, to
+    be raised ``from exc``; if the class cannot be built from one message (its constructor
+    takes other arguments, or its ``str`` is not the message, as ``KeyError``'s), ``exc``
+    itself, with the note only in ``__notes__``.
+
+    >>> err = ValueError('bad shape')
+    >>> noted(err, "tree_map: f raised at ['w'] (arguments from tree)") is err
+    True
+    >>> err.__notes__
+    ["tree_map: f raised at ['w'] (arguments from tree)"]
+    """
+    if _PRINTS_NOTES:
+        exc.add_note(note)  # type: ignore[attr-defined,unused-ignore]  # 3.11+
+        return exc
+    notes = getattr(exc, "__notes__", None)
+    if not isinstance(notes, list):
+        notes = []
+    notes.append(note)
+    setattr(exc, "__notes__", notes)  # noqa: B010  # what add_note does
+    message = f"{exc}\n{note}"
+    try:
+        again = type(exc)(message)
+    except Exception:
+        return exc
+    if type(again) is not type(exc) or str(again) != message:
+        return exc
+    setattr(again, "__notes__", list(notes))  # noqa: B010
+    return again
 
 
 def type_names(a: type, b: type) -> tuple[str, str, str | None]:

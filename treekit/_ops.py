@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar, overload
 
+from treekit._errors import noted, where_text
 from treekit._keys import KeyPath
 from treekit._registry import lookup
 from treekit._traverse import IsLeaf, flatten
@@ -182,6 +184,42 @@ def _rest_leaves(treedef: TreeDef, rest: tuple[Any, ...]) -> list[list[Any]]:
     return [treedef._walk(r, f"rest[{k}]") for k, r in enumerate(rest)]
 
 
+def _trees(n_rest: int, first: str = "tree", rest: str = "rest") -> str:
+    return ", ".join([first, *(f"{rest}[{k}]" for k in range(n_rest))])
+
+
+def leafwise(
+    f: Callable[..., Any],
+    columns: Sequence[Sequence[Any]],
+    path_of: Callable[[int], KeyPath],
+    where: str,
+) -> list[Any]:
+    """``[f(*row) for row in zip(*columns)]``; if ``f`` raises, the error gets a note naming the leaf.
+
+    ``where`` reads ``"<function>: <what>|<arguments>"``: on a failure at row ``i`` the note is
+    ``<function>: <what> raised at <keystr(path_of(i))> (<arguments>)``, e.g.
+    ``tree_map: f raised at ['layers'][1]['w'] (arguments from tree, rest[0])``; see
+    :func:`treekit._errors.noted`. The key path is found only after a failure: the rows are
+    run by one ``map`` inside one ``try``, and the failing row is the one the first
+    column's iterator gave last.
+
+    >>> leafwise(lambda x: 10 // x, [[1, 2]], lambda i: (), 'tree_map: f|arguments from tree')
+    [10, 5]
+    """
+    first = iter(columns[0])
+    try:
+        if len(columns) == 1:
+            return [f(x) for x in first]
+        return list(map(f, first, *columns[1:]))
+    except Exception as exc:
+        row = len(columns[0]) - operator.length_hint(first) - 1
+        label, _, arguments = where.partition("|")
+        again = noted(exc, f"{label} raised at {where_text(path_of(row))} ({arguments})")
+        if again is exc:
+            raise
+        raise again from exc
+
+
 def tree_map(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: IsLeaf | None = None) -> PyTree:
     """Apply ``f`` to the leaves of ``tree`` (and the matching subtrees of ``rest``).
 
@@ -208,9 +246,16 @@ def tree_map(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: IsLeaf
         TreeCycleError: If ``tree`` holds a cycle.
     """
     leaves, treedef, _ = flatten(tree, is_leaf)
-    if not rest:
-        return treedef._build([f(x) for x in leaves])
-    return treedef._build(list(map(f, leaves, *_rest_leaves(treedef, rest))))
+    columns = [leaves, *_rest_leaves(treedef, rest)] if rest else [leaves]
+    where = f"tree_map: f|arguments from {_trees(len(rest))}"
+    return treedef._build(leafwise(f, columns, lambda i: _path(tree, is_leaf, i), where))
+
+
+def _path(tree: PyTree, is_leaf: IsLeaf | None, index: int) -> KeyPath:
+    """The key path of leaf ``index`` of ``tree`` (flattens again: for error messages only)."""
+    paths = flatten(tree, is_leaf, True)[2]
+    assert paths is not None
+    return paths[index]
 
 
 def tree_map_with_path(
@@ -242,7 +287,8 @@ def tree_map_with_path(
     """
     leaves, treedef, paths = flatten(tree, is_leaf, True, is_leaf_takes_path)
     assert paths is not None
-    return treedef._build(list(map(f, paths, leaves, *_rest_leaves(treedef, rest))))
+    where = f"tree_map_with_path: f|arguments: the key path, leaves from {_trees(len(rest))}"
+    return treedef._build(leafwise(f, [paths, leaves, *_rest_leaves(treedef, rest)], paths.__getitem__, where))
 
 
 class _Unspecified:
@@ -284,9 +330,19 @@ def tree_reduce(
         TreeCycleError: If ``tree`` holds a cycle.
     """
     leaves = flatten(tree, is_leaf)[0]
-    if initializer is _UNSPECIFIED:
-        return functools.reduce(function, leaves)  # type: ignore[no-any-return]
-    return functools.reduce(function, leaves, initializer)  # type: ignore[no-any-return]
+    it = iter(leaves)
+    try:
+        if initializer is _UNSPECIFIED:
+            return functools.reduce(function, it)  # type: ignore[no-any-return]
+        return functools.reduce(function, it, initializer)  # type: ignore[no-any-return]
+    except Exception as exc:
+        if not leaves:  # functools.reduce's own TypeError: nothing to reduce
+            raise
+        where = where_text(_path(tree, is_leaf, len(leaves) - operator.length_hint(it) - 1))
+        again = noted(exc, f"tree_reduce: function raised at {where} (arguments: the value so far, that leaf of tree)")
+        if again is exc:
+            raise
+        raise again from exc
 
 
 def tree_reduce_associative(

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from treekit._ops import tree_leaves, tree_map, tree_reduce
+from treekit._keys import KeyPath
+from treekit._ops import leafwise, tree_leaves, tree_reduce
 from treekit._traverse import flatten
 
 __all__ = [
@@ -77,15 +78,24 @@ def loaded_jax() -> ModuleType | None:
     return sys.modules.get("jax")
 
 
-def _zip(f: Callable[..., Any], tree_x: Any, others: dict[str, Any]) -> Any:
+def _zip(name: str, f: Callable[..., Any], tree_x: Any, others: dict[str, Any], first: str = "tree_x") -> Any:
     """``f`` over the leaves of ``tree_x`` and the matching leaves of the other trees.
 
     Each other tree must have ``tree_x``'s structure exactly (a leaf where it has one); a
-    mismatch raises StructureMismatchError labelled with that tree's argument name.
+    mismatch raises StructureMismatchError labelled with that tree's argument name. If ``f``
+    raises, the error gets a note naming ``name``, the key path and the trees (as
+    :func:`treekit.tree_map`'s): ``tree_add: x + y raised at ['w'] (leaves of tree_x, tree_y)``.
     """
     leaves, treedef, _ = flatten(tree_x)
-    columns = [treedef._walk(tree, label, strict=True) for label, tree in others.items()]
-    return treedef._build(list(map(f, leaves, *columns)))
+    columns = [leaves, *(treedef._walk(tree, label, strict=True) for label, tree in others.items())]
+
+    def path_of(index: int) -> KeyPath:
+        paths = flatten(tree_x, None, True)[2]
+        assert paths is not None
+        return paths[index]
+
+    where = f"{name}|leaves of {', '.join([first, *others])}"
+    return treedef._build(leafwise(f, columns, path_of, where))
 
 
 def tree_add(tree_x: Any, tree_y: Any, *other_trees: Any) -> Any:
@@ -107,9 +117,9 @@ def tree_add(tree_x: Any, tree_y: Any, *other_trees: Any) -> Any:
             (``tree_y``, ``other_trees[0]``, ...) and the key path.
     """
     if not other_trees:
-        return _zip(operator.add, tree_x, {"tree_y": tree_y})
+        return _zip("tree_add: x + y", operator.add, tree_x, {"tree_y": tree_y})
     others = {"tree_y": tree_y, **{f"other_trees[{k}]": t for k, t in enumerate(other_trees)}}
-    return _zip(lambda *xs: functools.reduce(operator.add, xs), tree_x, others)
+    return _zip("tree_add: x + y + ...", lambda *xs: functools.reduce(operator.add, xs), tree_x, others)
 
 
 def tree_sub(tree_x: Any, tree_y: Any) -> Any:
@@ -128,7 +138,7 @@ def tree_sub(tree_x: Any, tree_y: Any) -> Any:
     Raises:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    return _zip(operator.sub, tree_x, {"tree_y": tree_y})
+    return _zip("tree_sub: x - y", operator.sub, tree_x, {"tree_y": tree_y})
 
 
 def tree_scale(scalar: Any, tree: Any) -> Any:
@@ -144,7 +154,7 @@ def tree_scale(scalar: Any, tree: Any) -> Any:
     Returns:
         A tree of ``tree``'s structure holding ``scalar * x`` at each leaf.
     """
-    return tree_map(lambda x: scalar * x, tree)
+    return _zip("tree_scale: scalar * x", lambda x: scalar * x, tree, {}, "tree")
 
 
 def tree_add_scale(tree_x: Any, scalar: Any, tree_y: Any) -> Any:
@@ -164,7 +174,7 @@ def tree_add_scale(tree_x: Any, scalar: Any, tree_y: Any) -> Any:
     Raises:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    return _zip(lambda x, y: x + scalar * y, tree_x, {"tree_y": tree_y})
+    return _zip("tree_add_scale: x + scalar * y", lambda x, y: x + scalar * y, tree_x, {"tree_y": tree_y})
 
 
 def tree_axpy(scalar: Any, tree_x: Any, tree_y: Any) -> Any:
@@ -187,7 +197,7 @@ def tree_axpy(scalar: Any, tree_x: Any, tree_y: Any) -> Any:
     Raises:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    return _zip(lambda x, y: scalar * x + y, tree_x, {"tree_y": tree_y})
+    return _zip("tree_axpy: scalar * x + y", lambda x, y: scalar * x + y, tree_x, {"tree_y": tree_y})
 
 
 def tree_vdot(tree_x: Any, tree_y: Any) -> Any:
@@ -208,7 +218,7 @@ def tree_vdot(tree_x: Any, tree_y: Any) -> Any:
     Raises:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    vdots = _zip(lambda x, y: namespace(x, y).vdot(x, y), tree_x, {"tree_y": tree_y})
+    vdots = _zip("tree_vdot: vdot(x, y)", lambda x, y: namespace(x, y).vdot(x, y), tree_x, {"tree_y": tree_y})
     return tree_reduce(operator.add, vdots, 0)
 
 
@@ -273,7 +283,7 @@ def tree_zeros_like(tree: Any, dtype: Any = None) -> Any:
         A tree of ``tree``'s structure holding, at each leaf, an array of zeros of that
         leaf's shape.
     """
-    return tree_map(lambda x: namespace(x).zeros_like(x, dtype=dtype), tree)
+    return _zip("tree_zeros_like: zeros_like(x)", lambda x: namespace(x).zeros_like(x, dtype=dtype), tree, {}, "tree")
 
 
 def tree_ones_like(tree: Any, dtype: Any = None) -> Any:
@@ -291,7 +301,7 @@ def tree_ones_like(tree: Any, dtype: Any = None) -> Any:
         A tree of ``tree``'s structure holding, at each leaf, an array of ones of that
         leaf's shape.
     """
-    return tree_map(lambda x: namespace(x).ones_like(x, dtype=dtype), tree)
+    return _zip("tree_ones_like: ones_like(x)", lambda x: namespace(x).ones_like(x, dtype=dtype), tree, {}, "tree")
 
 
 def tree_full_like(tree: Any, fill_value: Any, dtype: Any = None) -> Any:
@@ -310,7 +320,8 @@ def tree_full_like(tree: Any, fill_value: Any, dtype: Any = None) -> Any:
         A tree of ``tree``'s structure holding, at each leaf, an array of ``fill_value`` of that
         leaf's shape.
     """
-    return tree_map(lambda x: namespace(x).full_like(x, fill_value, dtype=dtype), tree)
+    fill = lambda x: namespace(x).full_like(x, fill_value, dtype=dtype)  # noqa: E731
+    return _zip("tree_full_like: full_like(x)", fill, tree, {}, "tree")
 
 
 def tree_cast(tree: Any, dtype: Any) -> Any:
@@ -331,7 +342,7 @@ def tree_cast(tree: Any, dtype: Any) -> Any:
     """
     if dtype is None:
         return tree
-    return tree_map(lambda x: namespace(x).asarray(x, dtype=dtype), tree)
+    return _zip("tree_cast: asarray(x, dtype)", lambda x: namespace(x).asarray(x, dtype=dtype), tree, {}, "tree")
 
 
 def _size(x: Any) -> int:

@@ -38,7 +38,7 @@ from treekit._at import tree_get as tree_get
 from treekit._at import tree_set as tree_set
 from treekit._errors import StructureMismatchError
 from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, keystr
-from treekit._ops import tree_map
+from treekit._ops import leafwise, tree_leaves_with_path, tree_map
 from treekit._traverse import flatten
 from treekit._tree_math import loaded_jax, namespace
 from treekit._tree_math import tree_add as tree_add
@@ -286,7 +286,7 @@ def tree_random_like(
                 return sampler(key, np.shape(x), kind)
             return (jax.random.normal if sampler == "normal" else jax.random.uniform)(key, np.shape(x), kind)
 
-        return treedef._build([draw_jax(path, x) for path, x in zip(paths, leaves)])
+        return treedef._build(leafwise(draw_jax, [paths, leaves], paths.__getitem__, _DRAWING))
     if isinstance(rng_key, np.random.Generator):
         base = int(rng_key.integers(2**63))
     else:
@@ -300,7 +300,10 @@ def tree_random_like(
         values = gen.standard_normal(np.shape(x)) if sampler == "normal" else gen.random(np.shape(x))
         return values.astype(kind)
 
-    return treedef._build([draw(path, x) for path, x in zip(paths, leaves)])
+    return treedef._build(leafwise(draw, [paths, leaves], paths.__getitem__, _DRAWING))
+
+
+_DRAWING = "tree_random_like: drawing the leaf|sampler on the shape and dtype of target_tree's leaf"
 
 
 # -- freezing ------------------------------------------------------------------------------------
@@ -342,7 +345,12 @@ def partition(tree: Any, predicate_or_mask: Any) -> tuple[Any, Any]:
     """
     if callable(predicate_or_mask):
         leaves, treedef, _ = flatten(tree)
-        picks = [bool(predicate_or_mask(x)) for x in leaves]
+        picks = leafwise(
+            lambda x: bool(predicate_or_mask(x)),
+            [leaves],
+            lambda i: tree_leaves_with_path(tree)[i][0],
+            "partition: predicate_or_mask|the leaf of tree",
+        )
         subtrees = leaves
     else:
         picks, treedef, _ = flatten(predicate_or_mask)
