@@ -54,6 +54,24 @@ def test_same_objects_compares_identity(compare: ModuleType) -> None:
     assert compare.same_objects((a, b), [a, b])
     assert not compare.same_objects([a, float("2.5")], [a, b])  # equal, not the same object
     assert not compare.same_objects([a], [a, b])
+    assert compare.same_objects((b, a), [a, b], any_order=True)  # torch keeps insertion order
+    assert not compare.same_objects([a, a], [a, b], any_order=True)
+    assert not compare.same_objects([a, float("2.5")], [a, b], any_order=True)
+
+
+def test_parameter_trees_keep_their_natural_key_order(compare: ModuleType) -> None:
+    standard = compare.trees(quick=False)
+    assert list(standard["mlp-1000"]()[0]) == ["weights", "biases"]
+    assert list(standard["mlp-1000-sorted"]()[0]) == ["biases", "weights"]
+    block = standard["transformer-12"]()["block_00"]
+    assert list(block) == ["ln1", "attn", "ln2", "mlp"] and list(block["attn"]["q"]) == ["kernel", "bias"]
+
+
+def test_a_library_in_insertion_order_agrees(compare: ModuleType) -> None:
+    lib = compare._jax_style(treekit, "torch-like", "0")
+    lib.any_order = True
+    tree = {"w": LEAVES[1], "b": LEAVES[0]}
+    assert compare.check(lib, "leaves", list(tree.values()), treekit.tree_leaves(tree), treekit.tree_leaves) is None
 
 
 LEAVES = [object(), object()]

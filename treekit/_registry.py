@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import collections
 import dataclasses
+import operator
 import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -190,9 +191,35 @@ def _dict_entries(keys: Iterable[Any]) -> list[DictKey]:
 
 # -- dict key order -----------------------------------------------------------------------------
 class _Keys(tuple):  # type: ignore[type-arg]
-    """Sorted dict keys (compared and hashed as a tuple) that remember insertion order."""
+    """Sorted dict keys (compared and hashed as a tuple) that remember insertion order.
+
+    ``original`` is the insertion order; ``take(d)`` gives a dict's values in sorted-key order
+    and ``put(children)`` children given in sorted-key order in insertion order (both tuples:
+    a ``_Keys`` has at least two keys). One is made per insertion order and shared.
+    """
 
     original: tuple[Any, ...]
+    take: Callable[[Any], tuple[Any, ...]]
+    put: Callable[[Any], tuple[Any, ...]]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_make_order, (self.original, list(self)))
+
+
+def _make_order(keys: tuple[Any, ...], ordered: list[Any]) -> _Keys:
+    out = _Keys(ordered)
+    out.original = keys
+    out.take = operator.itemgetter(*ordered)
+    position = {key: i for i, key in enumerate(ordered)}
+    out.put = operator.itemgetter(*[position[key] for key in keys])
+    return out
+
+
+# insertion order -> its shared `_Keys` (dicts inserted in sorted order need none). Bounded by
+# size; an entry is used only for the very key objects it was made from (a dict with a key
+# equal to but not the same as another's, as 1.0 and 1, gets a `_Keys` of its own keys).
+ORDERS: dict[tuple[Any, ...], _Keys] = {}
+_ORDERS_LIMIT = 4096
 
 
 def sort_keys(keys: Iterable[Any]) -> list[Any]:
@@ -223,17 +250,23 @@ def sort_keys(keys: Iterable[Any]) -> list[Any]:
         return out
 
 
-def _dict_order(d: dict[Any, Any]) -> tuple[Any, ...]:
+def dict_order(d: dict[Any, Any]) -> tuple[Any, ...]:
+    """A dict's node data: its keys in leaf order; a plain tuple when that is insertion order."""
     keys = tuple(d)
+    order = ORDERS.get(keys)
+    if order is not None and all(map(operator.is_, order.original, keys)):
+        return order
     try:
         ordered = sorted(keys)
     except TypeError:
         ordered = sort_keys(keys)
     if ordered == list(keys):
         return keys
-    out = _Keys(ordered)
-    out.original = keys
-    return out
+    order = _make_order(keys, ordered)
+    if len(ORDERS) >= _ORDERS_LIMIT:
+        ORDERS.clear()
+    ORDERS[keys] = order
+    return order
 
 
 # -- built-in entries ---------------------------------------------------------------------------
@@ -241,17 +274,17 @@ def _flatten_list(node: Any, with_path: bool) -> tuple[Any, None, Any]:
     return node, None, sequence_keys(len(node)) if with_path else None
 
 
-def _flatten_dict(node: dict[Any, Any], with_path: bool) -> tuple[list[Any], tuple[Any, ...], Any]:
-    keys = _dict_order(node)
+def _flatten_dict(node: dict[Any, Any], with_path: bool) -> tuple[Sequence[Any], tuple[Any, ...], Any]:
+    keys = dict_order(node)
     # a plain tuple: insertion order is leaf order (else the sorted `_Keys`)
-    children = list(node.values()) if type(keys) is tuple else [node[k] for k in keys]
+    children = list(node.values()) if type(keys) is tuple else keys.take(node)  # type: ignore[attr-defined]
     return children, keys, _dict_entries(keys) if with_path else None
 
 
-def _unflatten_dict(keys: tuple[Any, ...], children: list[Any]) -> dict[Any, Any]:
-    out = dict(zip(keys, children))
-    original = getattr(keys, "original", None)
-    return out if original is None else {k: out[k] for k in original}
+def _unflatten_dict(keys: tuple[Any, ...], children: Sequence[Any]) -> dict[Any, Any]:
+    if type(keys) is _Keys:
+        return dict(zip(keys.original, keys.put(children)))
+    return dict(zip(keys, children))
 
 
 def _flatten_namedtuple(node: Any, with_path: bool) -> tuple[Any, type, Any]:
@@ -270,7 +303,7 @@ def _flatten_ordereddict(node: Any, with_path: bool) -> tuple[list[Any], tuple[A
 
 
 def _flatten_defaultdict(node: Any, with_path: bool) -> tuple[list[Any], Any, Any]:
-    keys = _dict_order(node)
+    keys = dict_order(node)
     return [node[k] for k in keys], (node.default_factory, keys), _dict_entries(keys) if with_path else None
 
 

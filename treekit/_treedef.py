@@ -463,11 +463,6 @@ def _compiled(treedef: TreeDef) -> Builder | None:
     return entry[1]  # type: ignore[no-any-return]
 
 
-def _reorder(keys: Any, out: dict[Any, Any]) -> dict[Any, Any]:
-    original = getattr(keys, "original", None)
-    return out if original is None else {k: out[k] for k in original}
-
-
 def _compile(nodes: tuple[Node, ...]) -> Builder | None:
     """Python code that builds a tree of this structure (None for a very big one).
 
@@ -499,11 +494,14 @@ def _compile(nodes: tuple[Node, ...]) -> Builder | None:
         elif ntype is DICT and arity:
             # keys kept in another order than the sorted one (a `_Keys`) are put back in it
             lines.append(f"    d = N[{j}][1]")
+            lines.append("    if type(d) is tuple:")
             if arity > _SLICE_FROM:
-                lines.append(f"    v{j} = dict(zip(d, {many}))")
-            else:
-                lines.append(f"    v{j} = {{{', '.join(f'd[{i}]: {kid}' for i, kid in enumerate(kids))}}}")
-            lines.append(f"    if type(d) is not tuple: v{j} = R(d, v{j})")
+                lines.append(f"        v{j} = dict(zip(d, {many}))")
+                lines.append(f"    else: v{j} = dict(zip(d.original, d.put({many})))")
+            else:  # dict displays; a `_Keys` puts the children in insertion order first
+                lines.append(f"        v{j} = {{{', '.join(f'd[{i}]: {kid}' for i, kid in enumerate(kids))}}}")
+                lines.append(f"    else:\n        o = d.original; t = d.put(({', '.join(kids)},))")
+                lines.append(f"        v{j} = {{{', '.join(f'o[{i}]: t[{i}]' for i in range(arity))}}}")
             parts.append(f"v{j}")
             continue
         elif ntype is NAMEDTUPLE:
@@ -513,7 +511,7 @@ def _compile(nodes: tuple[Node, ...]) -> Builder | None:
         lines.append(f"    v{j} = {src}")
         parts.append(f"v{j}")
     lines.append(f"    return {parts[0]}")
-    namespace: dict[str, Any] = {"R": _reorder, "U": _unflatten, "dict": dict, "tuple": tuple, "type": type, "zip": zip}
+    namespace: dict[str, Any] = {"U": _unflatten, "dict": dict, "tuple": tuple, "type": type, "zip": zip}
     try:
         exec(compile("\n".join(lines), "<treekit builder>", "exec"), namespace)
     except Exception:  # the compiler's limits (RecursionError, MemoryError, ...): stay interpreted
