@@ -418,7 +418,8 @@ def check(
 
     Leaf lists must hold ``expected``'s objects (in its order unless ``lib.any_order``); built
     trees (unflatten, maps with functions returning their first leaf) must have them as their
-    leaves, read by ``reference_leaves`` (jax's tree_leaves). Key strings and structures are checked for count and truth.
+    leaves, read by ``reference_leaves`` (jax's tree_leaves). Key strings and structures are
+    checked for count and truth.
     """
     if op in lib.leaves_of:
         ok = same_objects(lib.leaves_of[op](result), expected, lib.any_order)
