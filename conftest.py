@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
+
 collect_ignore = ["docs/conf.py", "benchmarks"]
-if importlib.util.find_spec("jax") is None:
+HAS_JAX = importlib.util.find_spec("jax") is not None
+if not HAS_JAX:
     collect_ignore.append("docs/jax.md")
 if importlib.util.find_spec("hypothesis") is None:
     collect_ignore += ["treekit/testing.py", "docs/testing.md"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The JAX bridge's public functions (treekit/_jax.py) have examples that need jax."""
+    if not HAS_JAX:
+        for item in items:
+            if item.name.startswith("treekit._jax."):
+                item.add_marker(pytest.mark.skip(reason="the example needs jax"))

@@ -298,3 +298,64 @@ def test_optax_states_are_traversed_as_jax_does() -> None:
         assert repr(tk.tree_structure(state)) == repr(jtu.tree_structure(state))
         rebuilt = tk.tree_map(lambda x: x, state)
         assert jtu.tree_structure(rebuilt) == jtu.tree_structure(state)
+
+
+# -- JAX's PyTreeDef wherever treekit takes a treedef; converting both ways -------------------
+def test_treedefs_convert_both_ways_for_every_case(case_types: None) -> None:
+    from cases import CASES
+
+    for case in CASES:
+        try:
+            theirs = jtu.tree_structure(case.tree)
+        except ValueError:  # dict keys of mixed types: jax cannot sort them
+            continue
+        ours = tk.tree_structure(case.tree)
+        assert tk.treedef_from_jax(theirs) == ours, case.name
+        assert tk.treedef_to_jax(ours) == theirs, case.name
+        assert tk.treedef_from_jax(ours) is ours and tk.treedef_to_jax(theirs) is theirs
+
+
+def test_jax_treedefs_are_accepted_wherever_treedefs_are(nodes: None) -> None:
+    tree = {"p": Point(1, [2, None]), "l": Layer(3, 4, "tanh")}
+    theirs = jtu.tree_structure(tree)
+    rebuilt = tk.tree_unflatten(theirs, [5, 6, 7, 8])
+    assert jtu.tree_leaves(rebuilt) == [5, 6, 7, 8] and jtu.tree_structure(rebuilt) == theirs
+    assert tk.tree.unflatten(theirs, [5, 6, 7, 8]).keys() == rebuilt.keys()
+    assert tk.treedef_children(theirs) == tk.tree_structure(tree).children()
+    assert tk.treedef_is_leaf(jtu.tree_structure(None)) and not tk.treedef_is_leaf(theirs)
+    assert tk.treedef_is_strict_leaf(jtu.tree_structure(1))
+    assert tk.treedef_tuple([theirs, tk.tree_structure(1)]) == tk.tree_structure((tree, 1))
+    inner = jtu.tree_structure((0, None))
+    assert tk.tree_structure([0, 0]).compose(inner) == tk.tree_structure([(0, None), (0, None)])
+    outer, inner = jtu.tree_structure([0, 0]), jtu.tree_structure({"a": 0, "b": 0})
+    rows = [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
+    assert tk.tree_transpose(outer, inner, rows) == jtu.tree_transpose(outer, inner, rows)
+    assert tk.tree_transpose(outer, None, rows) == {"a": [1, 3], "b": [2, 4]}
+    assert tk.tree_transpose(outer, tk.tree_structure({"a": 0, "b": 0}), rows) == {"a": [1, 3], "b": [2, 4]}
+
+
+def test_jax_treedefs_of_types_only_jax_knows_convert() -> None:
+    tree = [OnlyJax(1, {"z": None}), jtu.Partial(max, 2)]
+    ours = tk.treedef_from_jax(jtu.tree_structure(tree))
+    assert ours == tk.tree_structure(tree)
+    assert tk.tree_leaves(ours.unflatten([7, 8])) == [7, 8]
+
+
+class Fussy:
+    """Registered with JAX only; its unflatten rejects anything but numbers."""
+
+    def __init__(self, x: Any) -> None:
+        if not isinstance(x, (int, float)):
+            raise TypeError("Fussy wants a number")
+        self.x = x
+
+
+jtu.register_pytree_node(Fussy, lambda f: ((f.x,), None), lambda _, c: Fussy(*c))
+
+
+def test_jax_treedefs_that_cannot_be_rebuilt_raise_naming_the_argument() -> None:
+    theirs = jtu.tree_structure([Fussy(1)])
+    with pytest.raises(ValueError, match=r"^treedef: expected a treedef treekit can rebuild, got PyTreeDef\(\[Custom"):
+        tk.tree_unflatten(theirs, [1])
+    with pytest.raises(ValueError, match=r"^outer_treedef: "):
+        tk.tree_transpose(theirs, None, [Fussy(1)])

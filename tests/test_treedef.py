@@ -306,3 +306,30 @@ def test_the_raised_mismatch_is_the_leftmost_one() -> None:
         tree_map(lambda x, y: x, {"a": [1, 2], "z": (1,)}, {"a": [1, 2, 3], "z": [1]})
     with pytest.raises(StructureMismatchError, match=r"^b\[0\]: expected a leaf, got None$"):
         tree_structure([1, [2], 3])._walk([None, 7, None], "b", True)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: treekit.tree_unflatten([0, 0], [1, 2]), "treedef: expected a TreeDef, got list [0, 0]"),
+        (lambda: treekit.tree_transpose("[*]", None, []), "outer_treedef: expected a TreeDef, got str '[*]'"),
+        (
+            lambda: treekit.tree_transpose(treekit.tree_structure([0]), 3, [0]),
+            "inner_treedef: expected a TreeDef, got int 3",
+        ),
+        (lambda: treekit.treedef_children(None), "treedef: expected a TreeDef, got NoneType None"),
+        (lambda: treekit.treedef_is_leaf(1), "treedef: expected a TreeDef, got int 1"),
+        (lambda: treekit.treedef_is_strict_leaf(1), "treedef: expected a TreeDef, got int 1"),
+        (
+            lambda: treekit.treedef_tuple([treekit.tree_structure(1), (1,)]),
+            "treedefs[1]: expected a TreeDef, got tuple (1,)",
+        ),
+        (lambda: treekit.tree_structure([0]).compose([0]), "inner: expected a TreeDef, got list [0]"),
+        (lambda: treekit.treedef_from_jax({}), "treedef: expected a TreeDef, got dict {}"),
+    ],
+    ids=["unflatten", "transpose-outer", "transpose-inner", "children", "is_leaf", "is_strict_leaf", "tuple",
+         "compose", "from_jax"],
+)
+def test_treedef_arguments_of_other_kinds_raise_type_error(call: Any, message: str) -> None:
+    with pytest.raises(TypeError, match=re.escape(message)):
+        call()

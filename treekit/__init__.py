@@ -24,6 +24,8 @@ from treekit._errors import StructureMismatchError as StructureMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
 from treekit._format import format_tree as format_tree
 from treekit._format import summary as summary
+from treekit._jax import treedef_from_jax as treedef_from_jax
+from treekit._jax import treedef_to_jax as treedef_to_jax
 from treekit._keys import DictKey as DictKey
 from treekit._keys import FlattenedIndexKey as FlattenedIndexKey
 from treekit._keys import GetAttrKey as GetAttrKey
@@ -184,8 +186,10 @@ __all__ = [
     "tree_vdot",
     "tree_zeros_like",
     "treedef_children",
+    "treedef_from_jax",
     "treedef_is_leaf",
     "treedef_is_strict_leaf",
+    "treedef_to_jax",
     "treedef_tuple",
 ]
 

@@ -11,7 +11,7 @@ from treekit._errors import noted, where_text
 from treekit._keys import KeyPath
 from treekit._registry import lookup
 from treekit._traverse import IsLeaf, flatten
-from treekit._treedef import TreeDef, tuple_of
+from treekit._treedef import TreeDef, as_treedef, tuple_of
 
 __all__ = [
     "PyTree",
@@ -84,7 +84,10 @@ def tree_unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> PyTree:
 
     Raises:
         ValueError: If the number of leaves is not ``treedef.num_leaves``.
+        TypeError: If ``treedef`` is not a treedef (a JAX ``PyTreeDef`` is converted).
     """
+    if type(treedef) is not TreeDef:
+        treedef = as_treedef(treedef, "treedef")
     return treedef.unflatten(leaves)
 
 
@@ -454,7 +457,11 @@ def tree_transpose(outer_treedef: TreeDef, inner_treedef: TreeDef | None, pytree
     Raises:
         StructureMismatchError: If the tree is not ``outer`` composed with ``inner``; the
             message names the key path (jax only compares leaf counts).
+        TypeError: If a treedef argument is not a treedef (a JAX ``PyTreeDef`` is converted).
     """
+    outer_treedef = as_treedef(outer_treedef, "outer_treedef")
+    if inner_treedef is not None:
+        inner_treedef = as_treedef(inner_treedef, "inner_treedef")
     if inner_treedef is None:
         first = outer_treedef._walk(pytree_to_transpose, "pytree_to_transpose")
         inner_treedef = flatten(first[0] if first else None)[1]
@@ -504,8 +511,11 @@ def treedef_children(treedef: TreeDef) -> list[TreeDef]:
 
     Returns:
         A list of treedefs, ``[]`` for a leaf or a node without children.
+
+    Raises:
+        TypeError: If ``treedef`` is not a treedef (a JAX ``PyTreeDef`` is converted).
     """
-    return treedef.children()
+    return as_treedef(treedef, "treedef").children()
 
 
 def treedef_is_leaf(treedef: TreeDef) -> bool:
@@ -519,8 +529,11 @@ def treedef_is_leaf(treedef: TreeDef) -> bool:
 
     Returns:
         Whether ``treedef.num_nodes == 1`` (jax's definition).
+
+    Raises:
+        TypeError: If ``treedef`` is not a treedef (a JAX ``PyTreeDef`` is converted).
     """
-    return treedef.num_nodes == 1
+    return as_treedef(treedef, "treedef").num_nodes == 1
 
 
 def treedef_is_strict_leaf(treedef: TreeDef) -> bool:
@@ -534,7 +547,11 @@ def treedef_is_strict_leaf(treedef: TreeDef) -> bool:
 
     Returns:
         Whether ``treedef`` is the structure of a single leaf.
+
+    Raises:
+        TypeError: If ``treedef`` is not a treedef (a JAX ``PyTreeDef`` is converted).
     """
+    treedef = as_treedef(treedef, "treedef")
     return treedef.num_nodes == 1 and treedef.num_leaves == 1
 
 
@@ -549,5 +566,9 @@ def treedef_tuple(treedefs: Iterable[TreeDef]) -> TreeDef:
 
     Returns:
         The :class:`TreeDef` of a tuple of trees of those structures.
+
+    Raises:
+        TypeError: If an item is not a treedef (a JAX ``PyTreeDef`` is converted); the
+            message names it (``treedefs[1]``).
     """
     return tuple_of(treedefs)

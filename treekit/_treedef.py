@@ -22,7 +22,7 @@ from treekit._registry import (
     sequence_keys,
 )
 
-__all__ = ["LEAF", "Node", "TreeDef", "describe", "mismatch"]
+__all__ = ["CONVERTERS", "LEAF", "Node", "TreeDef", "as_treedef", "describe", "mismatch"]
 
 # One node of a TreeDef, in post-order: (ntype, node data, arity, num_leaves, num_nodes).
 # A leaf is (None, None, 0, 1, 1).
@@ -394,7 +394,11 @@ class TreeDef:
 
         Returns:
             The composed :class:`TreeDef`; its ``num_leaves`` is the product of the two.
+
+        Raises:
+            TypeError: If ``inner`` is not a treedef (a JAX ``PyTreeDef`` is converted).
         """
+        inner = as_treedef(inner, "inner")
         inner_nodes = inner._nodes
         inner_leaves, extra = inner.num_leaves, inner.num_nodes - 1
         out: list[Node] = []
@@ -404,6 +408,28 @@ class TreeDef:
             else:
                 out.append((ntype, data, arity, num_leaves * inner_leaves, num_nodes + num_leaves * extra))
         return TreeDef(tuple(out))
+
+
+# Turn another library's treedef into a TreeDef, or answer None (the JAX bridge adds one for
+# JAX's PyTreeDef): `converter(value, label)`, where label names the argument in errors.
+CONVERTERS: list[Callable[[Any, str], TreeDef | None]] = []
+
+
+def as_treedef(value: Any, label: str) -> TreeDef:
+    """``value`` if it is a TreeDef, else converted from another library's (JAX's ``PyTreeDef``).
+
+    Every argument that takes a treedef goes through here once, at the entry point.
+
+    Raises:
+        TypeError: If ``value`` is neither; the message names the argument ``label``.
+    """
+    if type(value) is TreeDef:
+        return value
+    for convert in CONVERTERS:
+        treedef = convert(value, label)
+        if treedef is not None:
+            return treedef
+    raise TypeError(f"{label}: expected a TreeDef, got {type(value).__name__} {value!r:.60}")
 
 
 def _unlink(link: Any) -> KeyPath:
@@ -535,7 +561,8 @@ def tuple_of(treedefs: Iterable[TreeDef]) -> TreeDef:
     """A tuple node over ``treedefs`` (``treedef_tuple``)."""
     nodes: list[Node] = []
     arity = leaves = 0
-    for treedef in treedefs:
+    for i, treedef in enumerate(treedefs):
+        treedef = as_treedef(treedef, f"treedefs[{i}]")
         nodes.extend(treedef._nodes)
         arity += 1
         leaves += treedef.num_leaves

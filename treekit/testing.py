@@ -30,7 +30,7 @@ from treekit import _jax
 from treekit._keys import KeyPath
 from treekit._ops import tree_flatten, tree_leaves_with_path, tree_map, tree_map_with_path, tree_unflatten
 from treekit._registry import NodeType, lookup
-from treekit._treedef import TreeDef
+from treekit._treedef import TreeDef, as_treedef
 
 __all__ = [
     "BUILTIN_NODE_TYPES",
@@ -224,10 +224,10 @@ def trees_like(treedef: TreeDef, leaves: SearchStrategy[Any] | None = None) -> S
         leaves: The strategy for leaves; default integers.
 
     Raises:
-        TypeError: If ``treedef`` is not a :class:`~treekit.TreeDef`.
+        TypeError: If ``treedef`` is not a :class:`~treekit.TreeDef` (a JAX ``PyTreeDef`` is
+            converted).
     """
-    if not isinstance(treedef, TreeDef):
-        raise TypeError(f"treedef: expected a TreeDef, got {type(treedef).__name__} {treedef!r:.60}")
+    treedef = as_treedef(treedef, "treedef")
     n = treedef.num_leaves
     return st.lists(st.integers() if leaves is None else leaves, min_size=n, max_size=n).map(treedef.unflatten)
 
