@@ -7,7 +7,7 @@ from typing import Any
 
 from treekit._keys import KeyPath, keystr
 
-__all__ = ["StructureMismatchError", "TreeCycleError", "flatten_failed", "noted", "type_names", "where_text"]
+__all__ = ["StructureMismatchError", "TreeCycleError", "flatten_noted", "noted", "type_names", "where_text"]
 
 _PRINTS_NOTES = sys.version_info >= (3, 11)  # a flag, so tests can take the Python 3.10 road too
 
@@ -119,15 +119,14 @@ class TreeCycleError(ValueError):
         return (type(self), (self.label, self.path, self.ancestor, what))
 
 
-def flatten_failed(label: str, path: KeyPath, cls: type, exc: Exception) -> TypeError:
-    """The error for a registered flatten function that raised ``exc`` at ``label + path``.
+def flatten_noted(label: str, path: KeyPath, cls: type, exc: Exception) -> Exception:
+    """``exc``, raised while flattening a ``cls`` at ``label + path``, noted with where: see
+    :func:`noted`. Both walkers let the user's own exception through, class and all:
 
-    Both walkers raise it ``from exc``:
-
-    >>> flatten_failed('rest[0]', (), dict, KeyError('w'))
-    TypeError("rest[0]: flattening dict failed: KeyError: 'w'")
+    >>> flatten_noted('rest[0]', (), dict, KeyError('w')).__notes__
+    ['rest[0]: raised while flattening dict']
     """
-    return TypeError(f"{label}{keystr(path)}: flattening {cls.__qualname__} failed: {type(exc).__name__}: {exc}")
+    return noted(exc, f"{label}{keystr(path)}: raised while flattening {cls.__qualname__}")
 
 
 def where_text(path: KeyPath) -> str:

@@ -336,18 +336,21 @@ TYPES.update(_REGISTRY)
 # -- user registrations -------------------------------------------------------------------------
 def _pair(cls: type, what: str, out: Any) -> tuple[Any, Any]:
     if type(out) is not tuple or len(out) != 2:
-        raise TypeError(
+        raise ValueError(
             f"the {what} function registered for {cls.__qualname__} returned {type(out).__name__} {out!r:.60}; "
             "expected a (children, node data) pair"
         )
     return out
 
 
-def _children(cls: type, what: str, children: Any) -> list[Any]:
+def _children(cls: type, what: str, children: Any) -> Sequence[Any]:
+    """The children as the function gave them if a list or tuple (no copy), else listed."""
+    if type(children) is list or type(children) is tuple:
+        return children
     try:
         return list(children)
     except TypeError:
-        raise TypeError(
+        raise ValueError(
             f"the {what} function registered for {cls.__qualname__} returned children of type "
             f"{type(children).__name__}; expected an iterable"
         ) from None
@@ -357,7 +360,7 @@ def _unzip_keyed(cls: type, pairs: Any) -> tuple[list[Any], list[Any]]:
     keys, children = [], []
     for item in _children(cls, "flatten_with_keys", pairs):
         if type(item) is not tuple or len(item) != 2:
-            raise TypeError(
+            raise ValueError(
                 f"the flatten_with_keys function registered for {cls.__qualname__} returned "
                 f"{item!r:.60} among its children; expected (key entry, child) pairs"
             )
@@ -371,17 +374,26 @@ def _make_flatten(
     flatten: Callable[[Any], tuple[Any, Any]] | None,
     flatten_with_keys: Callable[[Any], tuple[Any, Any]] | None,
 ) -> FlattenFn:
-    def flatten_node(node: Any, with_path: bool) -> tuple[list[Any], Any, list[Any] | None]:
+    def flatten_node(node: Any, with_path: bool) -> tuple[Sequence[Any], Any, list[Any] | None]:
         if flatten is None or (with_path and flatten_with_keys is not None):
             assert flatten_with_keys is not None
             pairs, data = _pair(cls, "flatten_with_keys", flatten_with_keys(node))
             keys, children = _unzip_keyed(cls, pairs)
             return children, data, keys if with_path else None
         children_it, data = _pair(cls, "flatten", flatten(node))
-        children = _children(cls, "flatten", children_it)
-        return children, data, _flat_keys(len(children)) if with_path else None
+        kids = _children(cls, "flatten", children_it)
+        return kids, data, _flat_keys(len(kids)) if with_path else None
 
     return flatten_node
+
+
+def _tuple_children(unflatten_func: Callable[[Any, Any], Any]) -> UnflattenFn:
+    """``unflatten_func`` called with the children as a tuple, as jax calls it."""
+
+    def unflatten(data: Any, children: Sequence[Any]) -> Any:
+        return unflatten_func(data, children if type(children) is tuple else tuple(children))
+
+    return unflatten
 
 
 def register_pytree_node(
@@ -404,14 +416,15 @@ def register_pytree_node(
         nodetype: The class; matched exactly (subclasses are leaves unless registered too).
         flatten_func: ``node -> (children, node_data)``; ``node_data`` must be hashable and
             comparable, it becomes part of the treedef.
-        unflatten_func: ``(node_data, children) -> node``.
+        unflatten_func: ``(node_data, children) -> node``; ``children`` is a tuple.
         flatten_with_keys_func: ``node -> ((key entry, child) pairs, node_data)``; without it
             the children's key entries are :class:`FlattenedIndexKey`.
 
     Raises:
         ValueError: If ``nodetype`` is already registered.
     """
-    _add(NodeType(nodetype, _make_flatten(nodetype, flatten_func, flatten_with_keys_func), unflatten_func))
+    flatten = _make_flatten(nodetype, flatten_func, flatten_with_keys_func)
+    _add(NodeType(nodetype, flatten, _tuple_children(unflatten_func)))
 
 
 def register_pytree_with_keys(
@@ -436,14 +449,15 @@ def register_pytree_with_keys(
     Args:
         nodetype: The class; matched exactly.
         flatten_with_keys: ``node -> ((key entry, child) pairs, node_data)``.
-        unflatten_func: ``(node_data, children) -> node``.
+        unflatten_func: ``(node_data, children) -> node``; ``children`` is a tuple.
         flatten_func: ``node -> (children, node_data)``, a faster equivalent used when no
             key paths are asked for; without it ``flatten_with_keys`` serves both.
 
     Raises:
         ValueError: If ``nodetype`` is already registered.
     """
-    _add(NodeType(nodetype, _make_flatten(nodetype, flatten_func, flatten_with_keys), unflatten_func))
+    flatten = _make_flatten(nodetype, flatten_func, flatten_with_keys)
+    _add(NodeType(nodetype, flatten, _tuple_children(unflatten_func)))
 
 
 def register_pytree_node_class(cls: C) -> C:
@@ -602,13 +616,13 @@ def static(**kwargs: Any) -> Any:
 
     Args:
         **kwargs: Passed to ``dataclasses.field``; a ``metadata`` mapping is copied and gets
-            ``'static': True`` added.
+            ``'static': True`` unless it says ``'static'`` itself.
 
     Returns:
         The field, for a dataclass body (``act: str = static(default='relu')``).
     """
     metadata = dict(kwargs.pop("metadata", None) or {})
-    metadata["static"] = True
+    metadata.setdefault("static", True)
     return dataclasses.field(metadata=metadata, **kwargs)
 
 
@@ -641,20 +655,20 @@ def register_static(cls: C) -> C:
     return cls
 
 
-def is_tree_node(typ: type) -> bool:
+def is_tree_node(typ: object) -> bool:
     """Whether instances of ``typ`` are nodes (built-in, namedtuple or registered), not leaves.
 
-    >>> is_tree_node(dict), is_tree_node(type(None)), is_tree_node(int)
-    (True, True, False)
+    >>> is_tree_node(dict), is_tree_node(type(None)), is_tree_node(int), is_tree_node([1])
+    (True, True, False, False)
 
     Args:
-        typ: A class (not an instance).
+        typ: A class. Anything else (an instance such as ``[1]``) gives ``False``, as in jax.
 
     Returns:
         ``True`` for built-in containers, ``NoneType``, namedtuple classes and registered
         classes; ``False`` for everything else, subclasses of registered classes included.
     """
-    return lookup(typ) is not None
+    return isinstance(typ, type) and lookup(typ) is not None
 
 
 def _one_level(tree: Any, with_path: bool) -> tuple[NodeType, Any, Any, Any]:
@@ -662,11 +676,20 @@ def _one_level(tree: Any, with_path: bool) -> tuple[NodeType, Any, Any, Any]:
     if ntype is None:
         raise ValueError(f"can't tree-flatten type: {type(tree)}")
     children, data, keys = ntype.flatten(tree, with_path)
-    return ntype, children, data, keys
+    return ntype, children, plain_data(ntype, data), keys
+
+
+def plain_data(ntype: NodeType, node_data: Any) -> Any:
+    """Node data as jax shows it: dict keys as a plain tuple (not the private ``_Keys``)."""
+    if ntype.kind == "dict":
+        return tuple(node_data)
+    if ntype.kind == "defaultdict":
+        return node_data[0], tuple(node_data[1])
+    return node_data
 
 
 def flatten_one_level(tree: Any) -> tuple[Iterable[Any], Hashable]:
-    """Children and node data of one node, as jax's ``flatten_one_level``.
+    """Children and node data of one node, as jax's ``flatten_one_level`` gives them.
 
     >>> flatten_one_level({'b': [1, 2], 'a': 3})
     ((3, [1, 2]), ('a', 'b'))
@@ -677,13 +700,19 @@ def flatten_one_level(tree: Any) -> tuple[Iterable[Any], Hashable]:
     Returns:
         ``(children, node_data)``: the root's children in leaf order, and its node data
         (sorted keys for a dict, the class for a namedtuple, ``None`` for lists and tuples).
+        The children come as jax gives them: a list or tuple node itself, a tuple for a
+        dict, a list for other built-in nodes and dataclasses, and for a registered class
+        what its flatten function returned (a list if that was neither list nor tuple).
 
     Raises:
         ValueError: If ``tree`` is a leaf.
     """
     ntype, children, data, _ = _one_level(tree, False)
-    if ntype.kind in ("dict", "ordereddict", "defaultdict"):
-        children = tuple(children)
+    kind = ntype.kind
+    if kind == "dict":
+        return tuple(children), data
+    if kind == "namedtuple":
+        return list(children), data
     return children, data
 
 

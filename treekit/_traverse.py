@@ -6,7 +6,7 @@ from collections.abc import Callable
 from itertools import repeat
 from typing import Any
 
-from treekit._errors import TreeCycleError, flatten_failed
+from treekit._errors import TreeCycleError, flatten_noted
 from treekit._keys import KeyPath
 from treekit._registry import LIST, MISSING, TUPLE, TYPES, resolve, sequence_keys
 from treekit._treedef import LEAF, Node, TreeDef
@@ -88,9 +88,12 @@ def flatten(
             else:
                 try:
                     kids, kid_data, kid_keys = child_type.flatten(child, with_path)
-                except Exception as exc:
+                except Exception as exc:  # the user's exception goes on, noted with the key path
                     frames = [*stack[1:], (node, ntype, data, children, n, i)] if stack else []
-                    raise _flatten_failed(label, frames, type(child), exc) from exc
+                    again = flatten_noted(label, tuple(_frame_keys(frames)), type(child), exc)
+                    if again is exc:
+                        raise
+                    raise again from exc
             if not kids:
                 add_node((child_type, kid_data, 0, 0, 1))
                 continue
@@ -144,10 +147,6 @@ def _frame_keys(frames: list[tuple[Any, ...]]) -> list[Any]:
     for node, ntype, _, _, _, i in (frame[:6] for frame in frames):
         out.append(ntype.flatten(node, True)[2][i - 1])
     return out
-
-
-def _flatten_failed(label: str, frames: list[tuple[Any, ...]], cls: type, exc: Exception) -> TypeError:
-    return flatten_failed(label, tuple(_frame_keys(frames)), cls, exc)
 
 
 def _look_for_cycle(label: str, frames: list[tuple[Any, ...]], child: Any) -> None:

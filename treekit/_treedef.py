@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 from typing import Any
 
 from treekit._describe import describe_leaf, is_array
-from treekit._errors import StructureMismatchError, flatten_failed, type_names
+from treekit._errors import StructureMismatchError, flatten_noted, noted, type_names
 from treekit._keys import KeyPath
 from treekit._registry import (
     DICT,
@@ -18,6 +19,7 @@ from treekit._registry import (
     TYPES,
     NodeType,
     dict_keys,
+    plain_data,
     resolve,
     sequence_keys,
 )
@@ -28,6 +30,7 @@ __all__ = ["CONVERTERS", "LEAF", "Node", "TreeDef", "as_treedef", "describe", "m
 # A leaf is (None, None, 0, 1, 1).
 Node = tuple[Any, Any, int, int, int]
 LEAF: Node = (None, None, 0, 1, 1)
+_SHAPE = itemgetter(0, 2)  # what a TreeDef's hash reads of each node: its type and arity
 _DICTS = ("dict", "ordereddict", "defaultdict")
 
 
@@ -114,7 +117,8 @@ class TreeDef:
     """The structure of a tree: its nodes, without its leaves. Also exported as ``PyTreeDef``.
 
     Immutable, hashable and picklable; equal when the trees have the same node types, node
-    data (dict keys, namedtuple classes, registered node data) and shapes.
+    data (dict keys, namedtuple classes, registered node data) and shapes. The hash leaves
+    node data out (as jax's does), so node data need only compare, not hash.
 
     >>> from treekit import tree_structure
     >>> treedef = tree_structure([1, {'a': 2, 'b': (3, 4)}])
@@ -150,8 +154,9 @@ class TreeDef:
         return not self == other
 
     def __hash__(self) -> int:
+        # Node data stays out, as in jax: a registered node's data need not be hashable.
         if self._hash is None:
-            self._hash = hash(self._nodes)
+            self._hash = hash(tuple(map(_SHAPE, self._nodes)))
         return self._hash
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -322,7 +327,7 @@ class TreeDef:
             if cause is None:
                 problems.append((stop - record[3], stop, mismatch(label, path, record, sub, got_node), None))
             else:
-                problems.append((stop - record[3], stop, flatten_failed(label, path, type(sub), cause), cause))
+                problems.append((stop - record[3], stop, flatten_noted(label, path, type(sub), cause), cause))
             out += [None] * record[3]
             found += [path] * record[3]
             j -= record[4] - 1
@@ -333,6 +338,10 @@ class TreeDef:
             failures = [problem for problem in problems if problem[3] is not None]
             if errors is None or failures:
                 _, _, problem, cause = (problems if errors is None else failures)[-1]
+                if cause is None:
+                    raise problem from None
+                if problem is cause:  # the user's own exception, noted with its key path
+                    raise cause
                 raise problem from cause
             errors += [(start, stop, error) for start, stop, error, _ in reversed(problems)]  # type: ignore[misc]
         if paths is not None:
@@ -380,7 +389,7 @@ class TreeDef:
             return dict, list(data)
         if ntype.kind == "namedtuple":
             return data, None
-        return ntype.type, data
+        return ntype.type, plain_data(ntype, data)
 
     def compose(self, inner: TreeDef) -> TreeDef:
         """The structure of this tree with a copy of ``inner`` at each leaf.
@@ -452,7 +461,8 @@ Builder = Callable[[tuple[Node, ...], list[Any]], Any]
 _COMPILE_AT = 8
 _MAX_COMPILED_NODES = 20_000  # bigger trees: compiling costs more than it saves
 _SLICE_FROM = 6  # a node with more leaf children than this takes them as one slice
-_BUILDERS: dict[TreeDef, list[Any]] = {}  # structure -> [builds so far, builder or None]
+# structure (a TreeDef's nodes: hashed at C speed, node data included) -> [builds so far, builder or None]
+_BUILDERS: dict[tuple[Node, ...], list[Any]] = {}
 _BUILDERS_LIMIT = 512
 
 
@@ -473,19 +483,20 @@ def _interpret(nodes: tuple[Node, ...], leaves: list[Any]) -> Any:
 
 
 def _compiled(treedef: TreeDef) -> Builder | None:
-    """The compiled builder of ``treedef``'s structure, counting this build; None until then."""
+    """The builder of ``treedef``'s structure, counting this build: None until it has been
+    built ``_COMPILE_AT`` times, then its compiled code, or ``_interpret`` for good."""
     try:
-        entry = _BUILDERS.get(treedef)
+        entry = _BUILDERS.get(treedef._nodes)
         if entry is None:
             if len(_BUILDERS) >= _BUILDERS_LIMIT:
                 _BUILDERS.clear()
-            entry = _BUILDERS[treedef] = [0, None]
+            entry = _BUILDERS[treedef._nodes] = [0, None]
     except Exception:  # node data that does not hash or compare: never compiled
-        return None
+        return _interpret
     if entry[1] is None:
         entry[0] += 1
         if entry[0] == _COMPILE_AT:
-            entry[1] = _compile(treedef._nodes)
+            entry[1] = _compile(treedef._nodes) or _interpret
     return entry[1]  # type: ignore[no-any-return]
 
 
@@ -548,13 +559,17 @@ def _compile(nodes: tuple[Node, ...]) -> Builder | None:
 def _unflatten(ntype: NodeType, data: Any, children: list[Any]) -> Any:
     try:
         return ntype.unflatten(data, children)
-    except Exception as exc:
+    except Exception as exc:  # the user's exception goes on, noted with the node it was building
         if ntype.kind != "custom" and ntype.kind != "dataclass":
             raise
-        raise TypeError(
-            f"the unflatten function registered for {ntype.type.__qualname__} raised "
-            f"{type(exc).__name__}: {exc} (node data {data!r:.60}, {_count(len(children))})"
-        ) from exc
+        again = noted(
+            exc,
+            f"raised by the unflatten function registered for {ntype.type.__qualname__} "
+            f"(node data {data!r:.60}, {_count(len(children))})",
+        )
+        if again is exc:
+            raise
+        raise again from exc
 
 
 def tuple_of(treedefs: Iterable[TreeDef]) -> TreeDef:
