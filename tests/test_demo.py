@@ -68,8 +68,8 @@ def test_backend_jax_without_jax_says_so() -> None:
     code = HIDE_JAX + "from treekit.__main__ import main\nsys.exit(main(['demo', '--backend', 'jax']))\n"
     result = run_python(code)
     assert result.returncode == 2
-    assert (
-        result.stdout == "demo: --backend jax needs jax installed (pip install 'treekit[jax]'); try --backend numpy\n"
+    assert result.stdout == (
+        "demo: --backend jax needs jax installed (pip install 'jax-treekit[jax]'); try --backend numpy\n"
     )
 
 

@@ -65,7 +65,7 @@ def _pick_backend(asked: str) -> str | None:
 def _demo(args: argparse.Namespace) -> int:
     backend = _pick_backend(args.backend)
     if backend is None:
-        print("demo: --backend jax needs jax installed (pip install 'treekit[jax]'); try --backend numpy")
+        print("demo: --backend jax needs jax installed (pip install 'jax-treekit[jax]'); try --backend numpy")
         return 2
     if backend == "numpy" and "numpy" not in sys.modules:
         # 128-row matmuls gain nothing from BLAS threads, and on a busy machine their spinning

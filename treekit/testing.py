@@ -132,22 +132,26 @@ def trees(
 ) -> SearchStrategy[Any]:
     """A strategy for trees over the given node types, with at most ``max_leaves`` leaves.
 
-    >>> from hypothesis import find, settings
-    >>> quick = settings(max_examples=100, database=None, derandomize=True)
-    >>> find(trees(node_types=[tuple, dict]), lambda t: isinstance(t, tuple) and len(t) == 2,
-    ...      settings=quick)
-    (0, 0)
+    >>> from hypothesis import given, settings
+    >>> from treekit import tree_flatten, tree_unflatten
+    >>> @settings(max_examples=20, database=None, derandomize=True)
+    ... @given(trees(node_types=[tuple, dict]))
+    ... def test_round_trip(tree):
+    ...     leaves, treedef = tree_flatten(tree)
+    ...     assert tree_unflatten(treedef, leaves) == tree
+    >>> test_round_trip()
 
     A custom node type is given by a function that takes the strategy for its children and
     returns a strategy for its instances (``st.builds`` is the usual way):
 
-    >>> from hypothesis import strategies as st
+    >>> from hypothesis import find, strategies as st
     >>> class Box:
     ...     def __init__(self, value): self.value = value
-    ...     def __repr__(self): return f'Box({self.value!r})'
     >>> boxes = lambda children: st.builds(Box, children)
-    >>> find(trees(node_types=[list, boxes]), lambda t: isinstance(t, Box), settings=quick)
-    Box(0)
+    >>> quick = settings(max_examples=100, database=None, derandomize=True)
+    >>> box = find(trees(node_types=[list, boxes]), lambda t: isinstance(t, Box), settings=quick)
+    >>> isinstance(box, Box)
+    True
 
     Built as ``st.recursive`` builds trees (a ``one_of`` over levels, leaves first; a leaf
     budget, retried when spent), except that a node on level ``d`` takes its children from
@@ -216,8 +220,9 @@ def trees_like(treedef: TreeDef, leaves: SearchStrategy[Any] | None = None) -> S
     >>> quick = settings(max_examples=100, database=None, derandomize=True)
     >>> from treekit import tree_structure
     >>> treedef = tree_structure({'w': [0, 0], 'b': 0})
-    >>> find(trees_like(treedef, st.integers(0, 9)), lambda t: t['b'] > 3, settings=quick)
-    {'w': [0, 0], 'b': 4}
+    >>> example = find(trees_like(treedef, st.integers(0, 9)), lambda t: t['b'] > 3, settings=quick)
+    >>> tree_structure(example) == treedef, list(example)
+    (True, ['w', 'b'])
 
     Args:
         treedef: The structure.
@@ -244,9 +249,11 @@ def same_structure_trees(
 
     >>> from hypothesis import find, settings
     >>> quick = settings(max_examples=100, database=None, derandomize=True)
-    >>> find(same_structure_trees(2), lambda ab: isinstance(ab[0], list) and ab[0] != ab[1],
-    ...      settings=quick)
-    ([0], [1])
+    >>> from treekit import tree_structure
+    >>> a, b = find(same_structure_trees(2), lambda ab: isinstance(ab[0], list) and ab[0] != ab[1],
+    ...             settings=quick)
+    >>> tree_structure(a) == tree_structure(b), type(b)
+    (True, <class 'list'>)
 
     Args:
         n: How many trees.
@@ -304,9 +311,10 @@ def array_trees(
 
     >>> from hypothesis import find, settings
     >>> quick = settings(max_examples=100, database=None, derandomize=True)
-    >>> find(array_trees([(2,)], ['int32']), lambda t: isinstance(t, list) and len(t) == 1,
-    ...      settings=quick)
-    [array([0, 0], dtype=int32)]
+    >>> from treekit import tree_leaves
+    >>> example = find(array_trees([(2,)], ['int32']), lambda t: len(tree_leaves(t)) == 2, settings=quick)
+    >>> [(leaf.shape, str(leaf.dtype)) for leaf in tree_leaves(example)]
+    [((2,), 'int32'), ((2,), 'int32')]
 
     Args:
         shapes: A strategy for shapes, or a sequence of shapes to choose from; default up to
