@@ -359,3 +359,84 @@ def test_jax_treedefs_that_cannot_be_rebuilt_raise_naming_the_argument() -> None
         tk.tree_unflatten(theirs, [1])
     with pytest.raises(ValueError, match=r"^outer_treedef: "):
         tk.tree_transpose(theirs, None, [Fussy(1)])
+
+
+# -- one class registered with both libraries; JAX registrations made later ------------------
+class Both:
+    def __init__(self, x: Any, y: Any = 0) -> None:
+        self.x, self.y = x, y
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and (self.x, self.y) == (other.x, other.y)  # type: ignore[attr-defined]
+
+
+def _tk_register(cls: type) -> None:
+    tk.register_pytree_with_keys(
+        cls, lambda b: (((tk.GetAttrKey("x"), b.x), (tk.GetAttrKey("y"), b.y)), "tk"), lambda _, c: cls(*c)
+    )
+
+
+def _fresh(name: str) -> type:
+    return type(name, (Both,), {})
+
+
+def test_registered_with_jax_then_treekit_each_uses_its_own(registered: Callable[..., Any]) -> None:
+    cls = _fresh("JaxFirst")
+    jtu.register_pytree_node(cls, lambda b: ((b.x,), "jax"), lambda _, c: cls(c[0]))
+    registered(cls, _tk_register)  # no error: JAX keeps its entry, treekit uses its own
+    assert repr(tk.tree_structure(cls(1, 2))) == "PyTreeDef(CustomNode(JaxFirst[tk], [*, *]))"
+    assert repr(jtu.tree_structure(cls(1, 2))) == "PyTreeDef(CustomNode(JaxFirst[jax], [*]))"
+    assert jax.jit(lambda b: b.x + 1)(cls(jnp.ones(1), 5))[0] == 2.0
+
+
+REGISTER_WITH_JAX = {
+    "register_pytree_node": lambda cls: jtu.register_pytree_node(cls, lambda b: ((b.x,), b.y), lambda y, c: cls(*c, y)),
+    "register_pytree_with_keys": lambda cls: jtu.register_pytree_with_keys(
+        cls, lambda b: (((jtu.GetAttrKey("x"), b.x),), b.y), lambda y, c: cls(*c, y)
+    ),
+    "register_dataclass": lambda cls: jtu.register_dataclass(cls, data_fields=["x"], meta_fields=["y"]),
+}
+
+
+@pytest.mark.parametrize("how", sorted(REGISTER_WITH_JAX))
+def test_registered_with_treekit_then_jax_each_uses_its_own(how: str, registered: Callable[..., Any]) -> None:
+    cls = _fresh("TreekitFirst")
+    registered(cls, _tk_register)
+    REGISTER_WITH_JAX[how](cls)  # JAX alone would raise "Duplicate custom PyTreeDef type registration"
+    node = cls(1, 7)
+    assert tk.tree_leaves(node) == [1, 7] and tk.tree_structure(node).node_data() == (cls, "tk")
+    assert jtu.tree_leaves(node) == [1]  # JAX's registration: y is node data there
+    assert jtu.tree_map(lambda v: v * 10, node) == cls(10, 7)
+    assert jax.jit(lambda b: b.x * 2)(cls(jnp.ones(1), 7))[0] == 2.0
+    path = jtu.tree_leaves_with_path(node)[0][0]
+    assert path == ((jtu.FlattenedIndexKey(0),) if how == "register_pytree_node" else (jtu.GetAttrKey("x"),))
+    with pytest.raises(ValueError):  # registering it with JAX twice is still JAX's error
+        REGISTER_WITH_JAX[how](cls)
+
+
+def test_registered_with_jax_after_treekit_saw_it_as_a_leaf() -> None:
+    cls = _fresh("SeenFirst")
+    node = cls(1, 2)
+    assert tk.tree_leaves([node]) == [node]
+    jtu.register_pytree_node(cls, lambda b: ((b.x, b.y), None), lambda _, c: cls(*c))
+    assert tk.tree_leaves([node]) == [1, 2]
+    assert [tk.keystr(p) for p, _ in tk.tree_leaves_with_path([node])] == ["[0][<flat index 0>]", "[0][<flat index 1>]"]
+    dc = dataclasses.make_dataclass("SeenDataclass", ["a", "b"])
+    assert tk.tree_leaves(dc(1, 2)) == [dc(1, 2)]
+    jtu.register_dataclass(dc, data_fields=["a"], meta_fields=["b"])
+    assert tk.tree_leaves(dc(1, 2)) == [1]
+
+
+def test_jax_registrations_are_watched_in_every_import_order() -> None:
+    code = REGISTER + textwrap.dedent("""
+        import jax.tree_util as jtu
+        jtu.register_pytree_node(Point, lambda p: ((p.x,), p.y), lambda y, c: Point(c[0], y))
+        class Late:
+            def __init__(self, v): self.v = v
+        print(tk.tree_leaves(Late(1)) != [1])
+        jtu.register_pytree_node(Late, lambda o: ((o.v,), None), lambda _, c: Late(*c))
+        print(tk.tree_leaves(Late(1)), tk.tree_leaves(Point(1, 2)), jtu.tree_leaves(Point(1, 2)))
+    """)
+    expected = ["True", "[1]", "[1,", "2]", "[1]"]
+    assert _run(code).split() == expected  # treekit, then jax imported (through the import hook)
+    assert _run("import jax\n" + code).split() == expected  # jax imported first

@@ -10,18 +10,24 @@ It never imports jax itself: it waits until the user does.
 * JAX -> treekit: a type that treekit does not know (not registered, not a namedtuple) and
   that JAX does is traversed through JAX's public API: its children and key entries are the
   ones ``jax.tree_util`` gives, and its node data is JAX's one-level treedef of it.
-* Precedence: treekit's registry first. A type registered with JAX before treekit keeps JAX's
-  entry in JAX (treekit cannot replace it there) and treekit's entry in treekit.
+* Registered with both: each library uses the registration made with it. A type registered
+  with JAX before treekit keeps JAX's entry in JAX (treekit's mirror is skipped); one that
+  treekit mirrored before JAX was told about it gets JAX's functions from then on, where JAX
+  alone would raise "Duplicate custom PyTreeDef type registration" (``_watch_jax``).
+* Later JAX registrations: treekit forgets the answers it remembered for unregistered types
+  (one of them may have been this type, seen as a leaf), so the new JAX node is seen at once.
 * Treedefs: a JAX ``PyTreeDef`` passed where treekit takes a treedef is converted once, at the
   entry point (``treedef_from_jax``); ``treedef_to_jax`` goes the other way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib.util
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
@@ -105,6 +111,7 @@ def _connect() -> None:
         return
     _state["connected"] = True
     _registry._FOREIGN.append(_from_jax)
+    _watch_jax()
     _registry.forget_answers()  # types remembered as leaves may be JAX nodes
     for ntype in list(_registry._REGISTRY.values()):
         _mirror(ntype)
@@ -143,16 +150,25 @@ def _mirror(ntype: NodeType) -> None:
             raise TypeError(f"{cls.__qualname__} was unregistered from treekit; JAX cannot unregister it")
         return entry
 
-    def flatten_with_keys(node: Any) -> tuple[list[tuple[Any, Any]], Any]:
+    def flatten_with_keys(node: Any) -> tuple[Any, Any]:
+        own = _JAX_OWN.get(cls)
+        if own is not None:
+            return own.flatten_with_keys(node)
         children, data, keys = current().flatten(node, True)
         assert keys is not None
         return [(_to_jax_key(key), child) for key, child in zip(keys, children)], data
 
-    def flatten_plain(node: Any) -> tuple[Sequence[Any], Any]:
+    def flatten_plain(node: Any) -> tuple[Any, Any]:
+        own = _JAX_OWN.get(cls)
+        if own is not None:
+            return own.flatten(node)
         children, data, _ = current().flatten(node, False)
         return children, data
 
     def unflatten_any(data: Any, children: Any) -> Any:
+        own = _JAX_OWN.get(cls)
+        if own is not None:
+            return own.unflatten(data, children)
         return current().unflatten(data, list(children))
 
     try:
@@ -160,6 +176,102 @@ def _mirror(ntype: NodeType) -> None:
     except ValueError:
         return  # JAX already has an entry for this type (registered with JAX first): it keeps it
     _MIRRORED.add(cls)
+
+
+# -- registrations made with JAX itself --------------------------------------------------------
+# Every JAX registration (jax.tree_util.register_*, flax and equinox included) ends in one of two
+# methods of JAX's registry class, called once per registry JAX keeps. The bridge wraps both
+# when it connects. For a type treekit has mirrored, the call is taken instead of raising
+# "Duplicate custom PyTreeDef type registration": the mirror's functions, which JAX keeps
+# calling, hand such a type to the functions given here (its `_JaxOwn`). For any other type JAX
+# registers it, and treekit forgets the answers it remembered, as that type may have been seen
+# as a leaf.
+@dataclasses.dataclass(frozen=True)
+class _JaxOwn:
+    """The functions a type was registered with in JAX after treekit mirrored it."""
+
+    flatten: Callable[[Any], tuple[Any, Any]]
+    flatten_with_keys: Callable[[Any], tuple[Any, Any]]
+    unflatten: Callable[[Any, Any], Any]
+
+
+_JAX_OWN: dict[type, _JaxOwn] = {}
+_TAKEN: set[tuple[int, type]] = set()  # (id of JAX's registry, type): taken there already
+
+
+def _watch_jax() -> None:
+    import jax.tree_util as jtu
+
+    registry_class: Any = type(getattr(jtu, "default_registry", None))
+    register_node = getattr(registry_class, "register_node", None)
+    register_dataclass_node = getattr(registry_class, "register_dataclass_node", None)
+    if register_node is None or register_dataclass_node is None or getattr(registry_class, "_treekit", False):
+        return
+
+    def watched_register_node(
+        self: Any, type: Any, to_iterable: Any, from_iterable: Any, to_iterable_with_keys: Any = None
+    ) -> None:
+        if not _take(self, type, lambda: _own_node(to_iterable, from_iterable, to_iterable_with_keys)):
+            register_node(self, type, to_iterable, from_iterable, to_iterable_with_keys)
+            _jax_registered(type)
+
+    def watched_register_dataclass_node(self: Any, type: Any, data_fields: Any, meta_fields: Any) -> None:
+        if not _take(self, type, lambda: _own_dataclass(type, data_fields, meta_fields)):
+            register_dataclass_node(self, type, data_fields, meta_fields)
+            _jax_registered(type)
+
+    try:
+        registry_class.register_node = watched_register_node
+        registry_class.register_dataclass_node = watched_register_dataclass_node
+        registry_class._treekit = True
+    except (AttributeError, TypeError):  # a class that cannot be changed: JAX's behaviour stays
+        with contextlib.suppress(AttributeError, TypeError):
+            registry_class.register_node = register_node
+
+
+def _take(registry: Any, cls: Any, own: Callable[[], _JaxOwn]) -> bool:
+    """Take a JAX registration of a mirrored type (once per JAX registry); False: not ours."""
+    if cls not in _MIRRORED or (id(registry), cls) in _TAKEN:
+        return False
+    _JAX_OWN[cls] = own()
+    _TAKEN.add((id(registry), cls))
+    return True
+
+
+def _jax_registered(cls: Any) -> None:
+    if cls not in _registry._REGISTRY:  # not treekit's own mirror being made
+        _registry.forget_answers()
+
+
+def _own_node(flatten: Any, unflatten: Any, flatten_with_keys: Any) -> _JaxOwn:
+    if flatten_with_keys is None:  # as JAX does: each child's key is its flat index
+
+        def flatten_with_keys(node: Any) -> tuple[Any, Any]:
+            import jax.tree_util as jtu
+
+            children, data = flatten(node)
+            return [(jtu.FlattenedIndexKey(i), child) for i, child in enumerate(children)], data
+
+    return _JaxOwn(flatten, flatten_with_keys, unflatten)
+
+
+def _own_dataclass(cls: Any, data_fields: Any, meta_fields: Any) -> _JaxOwn:
+    import jax.tree_util as jtu
+
+    data_fields, meta_fields = [str(f) for f in data_fields], [str(f) for f in meta_fields]
+    keys = [jtu.GetAttrKey(name) for name in data_fields]
+
+    def flatten(node: Any) -> tuple[Any, Any]:
+        return [getattr(node, f) for f in data_fields], tuple(getattr(node, f) for f in meta_fields)
+
+    def flatten_with_keys(node: Any) -> tuple[Any, Any]:
+        children, meta = flatten(node)
+        return list(zip(keys, children)), meta
+
+    def unflatten(meta: Any, children: Any) -> Any:
+        return cls(**dict(zip(meta_fields, meta)), **dict(zip(data_fields, children)))
+
+    return _JaxOwn(flatten, flatten_with_keys, unflatten)
 
 
 # -- JAX -> treekit ---------------------------------------------------------------------------
