@@ -168,11 +168,14 @@ def _public(module: Any) -> list[str]:
         ("From `jax.tree_util` and `jax.tree`", "jax.tree", tree),
         ("From optree", "optree", None),
         ("From dm-tree", "tree", None),
+        ("From optax", "optax.tree_utils", "treekit.params"),
     ],
-    ids=["jax.tree_util", "jax.tree", "optree", "dm-tree"],
+    ids=["jax.tree_util", "jax.tree", "optree", "dm-tree", "optax.tree_utils"],
 )
 def test_migration_page_maps_every_public_name(section: str, module: str, ours: Any) -> None:
     lib = pytest.importorskip(module)
+    if isinstance(ours, str):
+        ours = importlib.import_module(ours)
     table = _migration_tables()[section]
     if module == "tree":
         public = list(lib.__all__)

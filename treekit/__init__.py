@@ -71,16 +71,29 @@ from treekit._specs import tree_spec as tree_spec
 from treekit._tree_math import tree_add as tree_add
 from treekit._tree_math import tree_add_scale as tree_add_scale
 from treekit._tree_math import tree_axpy as tree_axpy
-from treekit._tree_math import tree_bytes as tree_bytes
+from treekit._tree_math import tree_batch_shape as tree_batch_shape
 from treekit._tree_math import tree_cast as tree_cast
+from treekit._tree_math import tree_cast_like as tree_cast_like
+from treekit._tree_math import tree_clip as tree_clip
+from treekit._tree_math import tree_conj as tree_conj
+from treekit._tree_math import tree_div as tree_div
 from treekit._tree_math import tree_full_like as tree_full_like
-from treekit._tree_math import tree_norm as tree_norm
+from treekit._tree_math import tree_mul as tree_mul
 from treekit._tree_math import tree_ones_like as tree_ones_like
+from treekit._tree_math import tree_real as tree_real
 from treekit._tree_math import tree_scale as tree_scale
-from treekit._tree_math import tree_size as tree_size
 from treekit._tree_math import tree_sub as tree_sub
-from treekit._tree_math import tree_vdot as tree_vdot
+from treekit._tree_math import tree_where as tree_where
 from treekit._tree_math import tree_zeros_like as tree_zeros_like
+from treekit._tree_reduce import tree_allclose as tree_allclose
+from treekit._tree_reduce import tree_bytes as tree_bytes
+from treekit._tree_reduce import tree_dtype as tree_dtype
+from treekit._tree_reduce import tree_max as tree_max
+from treekit._tree_reduce import tree_min as tree_min
+from treekit._tree_reduce import tree_norm as tree_norm
+from treekit._tree_reduce import tree_size as tree_size
+from treekit._tree_reduce import tree_sum as tree_sum
+from treekit._tree_reduce import tree_vdot as tree_vdot
 from treekit._treedef import TreeDef as PyTreeDef
 from treekit._treedef import TreeDef as TreeDef
 
@@ -154,12 +167,19 @@ __all__ = [
     "tree_add",
     "tree_add_scale",
     "tree_all",
+    "tree_allclose",
     "tree_at",
     "tree_axpy",
+    "tree_batch_shape",
     "tree_broadcast",
     "tree_bytes",
     "tree_cast",
+    "tree_cast_like",
+    "tree_clip",
+    "tree_conj",
     "tree_diff",
+    "tree_div",
+    "tree_dtype",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_full_like",
@@ -168,9 +188,13 @@ __all__ = [
     "tree_leaves_with_path",
     "tree_map",
     "tree_map_with_path",
+    "tree_max",
+    "tree_min",
+    "tree_mul",
     "tree_norm",
     "tree_ones_like",
     "tree_random_like",
+    "tree_real",
     "tree_reduce",
     "tree_reduce_associative",
     "tree_scale",
@@ -180,10 +204,12 @@ __all__ = [
     "tree_stack",
     "tree_structure",
     "tree_sub",
+    "tree_sum",
     "tree_transpose",
     "tree_unflatten",
     "tree_unstack",
     "tree_vdot",
+    "tree_where",
     "tree_zeros_like",
     "treedef_children",
     "treedef_from_jax",

@@ -9,7 +9,6 @@ jax trees work under ``jit`` and ``grad``. Public through :mod:`treekit.params`.
 from __future__ import annotations
 
 import functools
-import math
 import operator
 import sys
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from treekit._keys import KeyPath
-from treekit._ops import leafwise, tree_leaves, tree_reduce
+from treekit._ops import leafwise
 from treekit._traverse import flatten
 
 __all__ = [
@@ -26,15 +25,19 @@ __all__ = [
     "tree_add",
     "tree_add_scale",
     "tree_axpy",
-    "tree_bytes",
+    "tree_batch_shape",
     "tree_cast",
+    "tree_cast_like",
+    "tree_clip",
+    "tree_conj",
+    "tree_div",
     "tree_full_like",
-    "tree_norm",
+    "tree_mul",
     "tree_ones_like",
+    "tree_real",
     "tree_scale",
-    "tree_size",
     "tree_sub",
-    "tree_vdot",
+    "tree_where",
     "tree_zeros_like",
 ]
 
@@ -141,6 +144,118 @@ def tree_sub(tree_x: Any, tree_y: Any) -> Any:
     return _zip("tree_sub: x - y", operator.sub, tree_x, {"tree_y": tree_y})
 
 
+def tree_mul(tree_x: Any, tree_y: Any) -> Any:
+    """The leafwise product ``tree_x * tree_y`` (optax's signature).
+
+    >>> tree_mul({'a': 2, 'b': [3]}, {'a': 5, 'b': [-1]})
+    {'a': 10, 'b': [-3]}
+
+    Args:
+        tree_x: A tree of arrays or numbers.
+        tree_y: A tree of ``tree_x``'s structure.
+
+    Returns:
+        A tree of ``tree_x``'s structure holding ``x * y`` at each leaf.
+
+    Raises:
+        StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
+    """
+    return _zip("tree_mul: x * y", operator.mul, tree_x, {"tree_y": tree_y})
+
+
+def tree_div(tree_x: Any, tree_y: Any) -> Any:
+    """The leafwise quotient ``tree_x / tree_y`` (optax's signature).
+
+    >>> tree_div({'a': 1, 'b': [3.0]}, {'a': 4, 'b': [2]})
+    {'a': 0.25, 'b': [1.5]}
+
+    Args:
+        tree_x: A tree of arrays or numbers.
+        tree_y: A tree of ``tree_x``'s structure.
+
+    Returns:
+        A tree of ``tree_x``'s structure holding ``x / y`` at each leaf.
+
+    Raises:
+        StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
+    """
+    return _zip("tree_div: x / y", operator.truediv, tree_x, {"tree_y": tree_y})
+
+
+def tree_where(condition: Any, tree_x: Any, tree_y: Any) -> Any:
+    """``where(condition, x, y)`` at each leaf: ``tree_x``'s values where ``condition`` holds,
+    else ``tree_y``'s (optax's signature; ``condition`` is one array or bool for all leaves).
+
+    >>> import numpy as np
+    >>> tree_where(np.array([True, False]), {'w': np.array([1, 2])}, {'w': np.array([-1, -2])})
+    {'w': array([ 1, -2])}
+
+    Args:
+        condition: A bool or an array of bools that broadcasts against every leaf.
+        tree_x: A tree of arrays or numbers, chosen where ``condition`` is true.
+        tree_y: A tree of ``tree_x``'s structure, chosen elsewhere.
+
+    Returns:
+        A tree of ``tree_x``'s structure; each leaf an array of the leaves' module.
+
+    Raises:
+        StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
+    """
+    where = lambda x, y: namespace(condition, x, y).where(condition, x, y)  # noqa: E731
+    return _zip("tree_where: where(condition, x, y)", where, tree_x, {"tree_y": tree_y})
+
+
+def tree_clip(tree: Any, min_value: Any = None, max_value: Any = None) -> Any:
+    """Every entry clipped to ``[min_value, max_value]`` (optax's signature).
+
+    >>> import numpy as np
+    >>> tree_clip({'w': np.array([-3.0, 0.5, 9.0])}, -1.0, 1.0)
+    {'w': array([-1. ,  0.5,  1. ])}
+
+    Args:
+        tree: A tree of arrays or numbers.
+        min_value: The lower bound, or ``None`` for none.
+        max_value: The upper bound, or ``None`` for none.
+
+    Returns:
+        A tree of ``tree``'s structure holding the clipped arrays.
+    """
+    clip = lambda x: namespace(x, min_value, max_value).clip(x, min_value, max_value)  # noqa: E731
+    return _zip("tree_clip: clip(x, min_value, max_value)", clip, tree, {}, "tree")
+
+
+def tree_conj(tree: Any) -> Any:
+    """The complex conjugate of every leaf (optax's ``tree_conj``).
+
+    >>> import numpy as np
+    >>> tree_conj([np.array([1 + 2j])])
+    [array([1.-2.j])]
+
+    Args:
+        tree: A tree of arrays or numbers.
+
+    Returns:
+        A tree of ``tree``'s structure holding ``conj(x)`` at each leaf.
+    """
+    return _zip("tree_conj: conj(x)", lambda x: namespace(x).conj(x), tree, {}, "tree")
+
+
+def tree_real(tree: Any) -> Any:
+    """The real part of every leaf (optax's ``tree_real``).
+
+    >>> import numpy as np
+    >>> tree_real([np.array([1 + 2j])])
+    [array([1.])]
+
+    Args:
+        tree: A tree of arrays or numbers.
+
+    Returns:
+        A tree of ``tree``'s structure holding ``real(x)`` at each leaf.
+    """
+    return _zip("tree_real: real(x)", lambda x: namespace(x).real(x), tree, {}, "tree")
+
+
 def tree_scale(scalar: Any, tree: Any) -> Any:
     """``scalar * tree``, leaf by leaf; the scalar comes first, as in optax.
 
@@ -198,74 +313,6 @@ def tree_axpy(scalar: Any, tree_x: Any, tree_y: Any) -> Any:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
     return _zip("tree_axpy: scalar * x + y", lambda x, y: scalar * x + y, tree_x, {"tree_y": tree_y})
-
-
-def tree_vdot(tree_x: Any, tree_y: Any) -> Any:
-    """The inner product of two trees: the sum of ``vdot`` over matching leaves (optax's).
-
-    >>> import numpy as np
-    >>> float(tree_vdot({'a': np.array([1.0, 2.0]), 'b': 3.0}, {'a': np.array([3.0, 4.0]), 'b': 2.0}))
-    17.0
-
-    Args:
-        tree_x: A tree of arrays or numbers; complex leaves are conjugated, as
-            ``numpy.vdot`` does.
-        tree_y: A tree of ``tree_x``'s structure.
-
-    Returns:
-        A scalar of the leaves' array module (``0`` for trees without leaves).
-
-    Raises:
-        StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
-    """
-    vdots = _zip("tree_vdot: vdot(x, y)", lambda x, y: namespace(x, y).vdot(x, y), tree_x, {"tree_y": tree_y})
-    return tree_reduce(operator.add, vdots, 0)
-
-
-def tree_norm(tree: Any, ord: int | float | str | None = None, squared: bool = False) -> Any:
-    """The vector norm of all the leaves' entries taken together (optax's signature).
-
-    >>> import numpy as np
-    >>> tree = {'a': np.array([3.0]), 'b': np.array([[-4.0]])}
-    >>> float(tree_norm(tree)), float(tree_norm(tree, ord=1)), float(tree_norm(tree, ord='inf'))
-    (5.0, 7.0, 4.0)
-    >>> float(tree_norm(tree, squared=True))
-    25.0
-
-    Args:
-        tree: A tree of arrays (or numbers).
-        ord: ``None`` or ``2`` (Euclidean), ``1`` (sum of magnitudes), or ``math.inf`` /
-            ``'inf'`` / ``'infinity'`` (largest magnitude).
-        squared: Return the norm squared.
-
-    Returns:
-        A 0-d array of the leaves' array module (numpy for a tree without leaves, where the
-        norm is ``0``, or ``-inf`` for ``ord=inf`` as in optax).
-
-    Raises:
-        ValueError: If ``ord`` is none of those.
-    """
-    leaves = tree_leaves(tree)
-    xp = namespace(*leaves)
-    if ord is None or ord == 2:
-        sq = functools.reduce(operator.add, [xp.sum(_abs_sq(xp, x)) for x in leaves], 0)
-        return xp.asarray(sq) if squared else xp.sqrt(xp.asarray(sq))
-    out: Any
-    if ord == 1:
-        out = functools.reduce(operator.add, [xp.sum(xp.abs(x)) for x in leaves], 0)
-    elif ord in (math.inf, "inf", "infinity"):
-        maxes = [xp.max(xp.abs(x)) for x in leaves if _size(x)]
-        out = functools.reduce(xp.maximum, maxes, -math.inf)
-    else:
-        raise ValueError(f"ord: expected None, 1, 2, inf, 'inf' or 'infinity', got {ord!r}")
-    out = xp.asarray(out)
-    return out * out if squared else out
-
-
-def _abs_sq(xp: ModuleType, x: Any) -> Any:
-    if xp.iscomplexobj(x):
-        return xp.real(x) ** 2 + xp.imag(x) ** 2
-    return x * x
 
 
 def tree_zeros_like(tree: Any, dtype: Any = None) -> Any:
@@ -345,48 +392,49 @@ def tree_cast(tree: Any, dtype: Any) -> Any:
     return _zip("tree_cast: asarray(x, dtype)", lambda x: namespace(x).asarray(x, dtype=dtype), tree, {}, "tree")
 
 
-def _size(x: Any) -> int:
-    size = getattr(x, "size", None)
-    if size is None or callable(size):  # a Python number, or torch's size() method
-        size = math.prod(getattr(x, "shape", ()))
-    return int(size)
+def tree_cast_like(tree: Any, other_tree: Any) -> Any:
+    """Each leaf of ``tree`` cast to the dtype of the matching leaf of ``other_tree`` (optax's).
 
-
-def tree_size(tree: Any) -> int:
-    """The number of scalars in ``tree``: the sum of the leaves' sizes (a number counts 1).
+    A leaf of ``other_tree`` without a ``dtype`` (a Python number) leaves its leaf as it is.
 
     >>> import numpy as np
-    >>> tree_size({'w': np.zeros((3, 4)), 'b': np.zeros(4), 'scale': 1.0})
-    17
+    >>> tree_cast_like({'w': np.array([1.5]), 'n': 3}, {'w': np.zeros(1, np.float32), 'n': 0})
+    {'w': array([1.5], dtype=float32), 'n': 3}
 
     Args:
         tree: A tree of arrays or numbers.
+        other_tree: A tree of ``tree``'s structure whose leaves give the dtypes.
 
     Returns:
-        The total number of entries, a Python int.
+        A tree of ``tree``'s structure.
+
+    Raises:
+        StructureMismatchError: If ``other_tree`` differs from ``tree``; labelled ``other_tree``.
     """
-    return sum(_size(x) for x in tree_leaves(tree))
+
+    def cast(x: Any, other: Any) -> Any:
+        dtype = getattr(other, "dtype", None)
+        if dtype is None:
+            return x
+        return x.astype(dtype) if hasattr(x, "astype") else namespace(x).asarray(x, dtype=dtype)
+
+    return _zip("tree_cast_like: x.astype(other.dtype)", cast, tree, {"other_tree": other_tree}, "tree")
 
 
-def tree_bytes(tree: Any) -> int:
-    """The bytes the leaves' data take: the sum of ``nbytes`` (not in optax).
-
-    A leaf without ``nbytes`` (a Python number) counts as the numpy array it would become.
+def tree_batch_shape(tree: Any, shape: tuple[int, ...] = ()) -> Any:
+    """Every leaf broadcast to the leading batch dimensions ``shape`` (optax's signature).
 
     >>> import numpy as np
-    >>> tree_bytes({'w': np.zeros((3, 4), np.float32), 'b': np.zeros(4, np.float64)})
-    80
+    >>> tree_batch_shape({'b': np.array([1.0, 2.0])}, (3,))['b'].shape
+    (3, 2)
 
     Args:
         tree: A tree of arrays or numbers.
+        shape: The dimensions to put in front of each leaf's own.
 
     Returns:
-        The total size of the leaves' data in bytes, a Python int.
+        A tree of ``tree``'s structure holding arrays of shape ``(*shape, *x.shape)`` (numpy
+        returns read-only broadcast views, jax new arrays).
     """
-    import numpy as np
-
-    total = 0
-    for x in tree_leaves(tree):
-        nbytes = getattr(x, "nbytes", None)
-        total += int(np.asarray(x).nbytes if nbytes is None else nbytes)
-    return total
+    broadcast = lambda x: (xp := namespace(x)).broadcast_to(x, (*shape, *xp.shape(x)))  # noqa: E731
+    return _zip("tree_batch_shape: broadcast_to(x, (*shape, *x.shape))", broadcast, tree, {}, "tree")

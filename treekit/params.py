@@ -18,16 +18,16 @@ functions use the array module the leaves come from.
 >>> bool(mse_loss(params, x, x**2) < first / 10)
 True
 
-The tree math (:func:`tree_add`, ...) lives in ``treekit._tree_math``, the path functions in
+The tree math (:func:`tree_add`, ...) lives in ``treekit._tree_math``, ``treekit._tree_reduce``
+and ``treekit._tree_random``, the path functions in
 ``treekit._at`` and the optimizers in :mod:`treekit.optim`; they are all re-exported here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -44,30 +44,54 @@ from treekit._tree_math import loaded_jax, namespace
 from treekit._tree_math import tree_add as tree_add
 from treekit._tree_math import tree_add_scale as tree_add_scale
 from treekit._tree_math import tree_axpy as tree_axpy
-from treekit._tree_math import tree_bytes as tree_bytes
+from treekit._tree_math import tree_batch_shape as tree_batch_shape
 from treekit._tree_math import tree_cast as tree_cast
+from treekit._tree_math import tree_cast_like as tree_cast_like
+from treekit._tree_math import tree_clip as tree_clip
+from treekit._tree_math import tree_conj as tree_conj
+from treekit._tree_math import tree_div as tree_div
 from treekit._tree_math import tree_full_like as tree_full_like
-from treekit._tree_math import tree_norm as tree_norm
+from treekit._tree_math import tree_mul as tree_mul
 from treekit._tree_math import tree_ones_like as tree_ones_like
+from treekit._tree_math import tree_real as tree_real
 from treekit._tree_math import tree_scale as tree_scale
-from treekit._tree_math import tree_size as tree_size
 from treekit._tree_math import tree_sub as tree_sub
-from treekit._tree_math import tree_vdot as tree_vdot
+from treekit._tree_math import tree_where as tree_where
 from treekit._tree_math import tree_zeros_like as tree_zeros_like
-from treekit.optim import AdamState as AdamState
+from treekit._tree_random import _generator
+from treekit._tree_random import tree_random_like as tree_random_like
+from treekit._tree_random import tree_split_key_like as tree_split_key_like
+from treekit._tree_random import tree_unwrap_random_key_data as tree_unwrap_random_key_data
+from treekit._tree_reduce import tree_allclose as tree_allclose
+from treekit._tree_reduce import tree_bytes as tree_bytes
+from treekit._tree_reduce import tree_dtype as tree_dtype
+from treekit._tree_reduce import tree_max as tree_max
+from treekit._tree_reduce import tree_min as tree_min
+from treekit._tree_reduce import tree_norm as tree_norm
+from treekit._tree_reduce import tree_size as tree_size
+from treekit._tree_reduce import tree_sum as tree_sum
+from treekit._tree_reduce import tree_vdot as tree_vdot
 from treekit.optim import GradientTransformation as GradientTransformation
-from treekit.optim import SgdState as SgdState
 from treekit.optim import adam as adam
+from treekit.optim import adamw as adamw
 from treekit.optim import apply_updates as apply_updates
+from treekit.optim import chain as chain
+from treekit.optim import clip_by_global_norm as clip_by_global_norm
 from treekit.optim import sgd as sgd
+from treekit.optim import tree_bias_correction as tree_bias_correction
+from treekit.optim import tree_map_params as tree_map_params
+from treekit.optim import tree_update_infinity_moment as tree_update_infinity_moment
+from treekit.optim import tree_update_moment as tree_update_moment
+from treekit.optim import tree_update_moment_per_elem_norm as tree_update_moment_per_elem_norm
 
 __all__ = [
-    "AdamState",
     "GradientTransformation",
     "Path",
-    "SgdState",
     "adam",
+    "adamw",
     "apply_updates",
+    "chain",
+    "clip_by_global_norm",
     "combine",
     "flatten_dict",
     "init_mlp_params",
@@ -78,22 +102,42 @@ __all__ = [
     "sgd",
     "tree_add",
     "tree_add_scale",
+    "tree_allclose",
     "tree_at",
     "tree_axpy",
+    "tree_batch_shape",
+    "tree_bias_correction",
     "tree_bytes",
     "tree_cast",
+    "tree_cast_like",
+    "tree_clip",
+    "tree_conj",
+    "tree_div",
+    "tree_dtype",
     "tree_full_like",
     "tree_get",
+    "tree_map_params",
+    "tree_max",
+    "tree_min",
+    "tree_mul",
     "tree_norm",
     "tree_ones_like",
     "tree_random_like",
+    "tree_real",
     "tree_scale",
     "tree_set",
     "tree_size",
+    "tree_split_key_like",
     "tree_stack",
     "tree_sub",
+    "tree_sum",
     "tree_unstack",
+    "tree_unwrap_random_key_data",
+    "tree_update_infinity_moment",
+    "tree_update_moment",
+    "tree_update_moment_per_elem_norm",
     "tree_vdot",
+    "tree_where",
     "tree_zeros_like",
     "unflatten_dict",
 ]
@@ -137,16 +181,6 @@ def init_mlp_params(layer_widths: Sequence[int], rng: Any) -> list[dict[str, Any
         {"weights": gen.normal(size=(n_in, n_out)) * np.sqrt(2 / n_in), "biases": np.ones(n_out)}
         for n_in, n_out in pairs
     ]
-
-
-def _generator(rng: Any, label: str) -> np.random.Generator:
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        return np.random.default_rng(int(rng))
-    raise TypeError(
-        f"{label}: expected a numpy.random.Generator, an int seed or a jax PRNG key, got {type(rng).__name__}"
-    )
 
 
 def mlp_forward(params: Sequence[dict[str, Any]], x: Any) -> Any:
@@ -229,81 +263,6 @@ def mse_loss_and_grad(params: Sequence[dict[str, Any]], x: Any, y: Any) -> tuple
             delta = (delta @ params[k]["weights"].T) * (inputs[k] > 0)
     grads.reverse()
     return xp.mean(error**2), grads
-
-
-# -- random trees --------------------------------------------------------------------------------
-def _path_words(path: Any) -> list[int]:
-    digest = hashlib.blake2b(keystr(path).encode(), digest_size=8).digest()
-    return [int.from_bytes(digest[:4], "little"), int.from_bytes(digest[4:], "little")]
-
-
-def tree_random_like(
-    rng_key: Any, target_tree: Any, sampler: str | Callable[..., Any] = "normal", dtype: Any = None
-) -> Any:
-    """A tree of random arrays shaped like ``target_tree``'s leaves; each leaf's draw depends
-    only on the key and that leaf's key path.
-
-    So adding, removing or reordering other leaves leaves a leaf's values unchanged (optax's
-    ``tree_random_like`` splits the key by leaf position instead, and takes jax keys only).
-
-    >>> import numpy as np
-    >>> a = tree_random_like(0, {'w': np.zeros(2)})
-    >>> b = tree_random_like(0, {'v': np.zeros(3), 'w': np.zeros(2)})
-    >>> bool((a['w'] == b['w']).all())
-    True
-
-    Args:
-        rng_key: A jax PRNG key (leaves are ``fold_in``-ed from it with a hash of the key
-            path), an int seed, or a ``numpy.random.Generator`` (one number is drawn from it
-            per call, so successive calls differ).
-        target_tree: The tree whose structure and leaf shapes the result has.
-        sampler: ``'normal'`` (standard normal), ``'uniform'`` (on ``[0, 1)``), or a function
-            ``sampler(key, shape, dtype)`` called per leaf with a jax key or a numpy
-            ``Generator`` (``jax.random.normal`` fits, as in optax).
-        dtype: The dtype of every leaf; ``None`` keeps each leaf's own.
-
-    Returns:
-        A tree of ``target_tree``'s structure with an array of the leaf's shape at each leaf:
-        numpy arrays for a seed or Generator, jax arrays for a jax key.
-
-    Raises:
-        TypeError: If ``rng_key`` is not a key, seed or Generator.
-        ValueError: If ``sampler`` is an unknown name.
-    """
-    if not callable(sampler) and sampler not in ("normal", "uniform"):
-        raise ValueError(f"sampler: expected 'normal', 'uniform' or a function, got {sampler!r}")
-    leaves, treedef, paths = flatten(target_tree, with_path=True)
-    assert paths is not None
-    jax = loaded_jax()
-    if jax is not None and isinstance(rng_key, jax.Array):
-
-        def draw_jax(path: Any, x: Any) -> Any:
-            key = rng_key
-            for word in _path_words(path):
-                key = jax.random.fold_in(key, word)
-            kind = dtype if dtype is not None else jax.numpy.asarray(x).dtype
-            if callable(sampler):
-                return sampler(key, np.shape(x), kind)
-            return (jax.random.normal if sampler == "normal" else jax.random.uniform)(key, np.shape(x), kind)
-
-        return treedef._build(leafwise(draw_jax, [paths, leaves], paths.__getitem__, _DRAWING))
-    if isinstance(rng_key, np.random.Generator):
-        base = int(rng_key.integers(2**63))
-    else:
-        base = int(_generator(rng_key, "rng_key").integers(2**63))
-
-    def draw(path: Any, x: Any) -> Any:
-        gen = np.random.default_rng([base, *_path_words(path)])
-        kind = dtype if dtype is not None else np.asarray(x).dtype
-        if callable(sampler):
-            return sampler(gen, np.shape(x), kind)
-        values = gen.standard_normal(np.shape(x)) if sampler == "normal" else gen.random(np.shape(x))
-        return values.astype(kind)
-
-    return treedef._build(leafwise(draw, [paths, leaves], paths.__getitem__, _DRAWING))
-
-
-_DRAWING = "tree_random_like: drawing the leaf|sampler on the shape and dtype of target_tree's leaf"
 
 
 # -- freezing ------------------------------------------------------------------------------------
