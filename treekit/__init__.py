@@ -20,6 +20,7 @@ from treekit._checks import assert_trees_all_close as assert_trees_all_close
 from treekit._checks import assert_trees_all_equal as assert_trees_all_equal
 from treekit._checks import same_structure as same_structure
 from treekit._checks import tree_diff as tree_diff
+from treekit._core import backend as backend
 from treekit._errors import StructureMismatchError as StructureMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
 from treekit._format import format_tree as format_tree
@@ -146,6 +147,7 @@ __all__ = [
     "assert_tree_shapes",
     "assert_trees_all_close",
     "assert_trees_all_equal",
+    "backend",
     "check_spec",
     "combine",
     "flatten_one_level",

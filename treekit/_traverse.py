@@ -6,6 +6,7 @@ from collections.abc import Callable
 from itertools import repeat
 from typing import Any
 
+from treekit._core import NATIVE
 from treekit._errors import TreeCycleError, flatten_noted
 from treekit._keys import KeyPath
 from treekit._registry import LIST, MISSING, TUPLE, TYPES, resolve, sequence_keys
@@ -158,3 +159,8 @@ def _look_for_cycle(label: str, frames: list[tuple[Any, ...]], child: Any) -> No
         if depth != k:
             keys = _frame_keys(frames[:k])
             raise TreeCycleError(label, tuple(keys), tuple(keys[:depth]), type(node).__name__)
+
+
+pure_flatten = flatten  # the reference, and where the native walker hands over what it does not finish
+if NATIVE is not None:
+    flatten = NATIVE.flatten

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import Any
 
+from treekit._core import NATIVE
 from treekit._describe import describe_leaf, is_array
 from treekit._errors import StructureMismatchError, flatten_noted, noted, type_names
 from treekit._keys import KeyPath
@@ -191,6 +192,10 @@ class TreeDef:
 
     def _build(self, leaves: list[Any]) -> Any:
         """Unflatten without checking the number of leaves."""
+        if NATIVE is not None:
+            tree = NATIVE.build(self._nodes, leaves)
+            if tree is not NATIVE.DEFER:
+                return tree
         build = self._builder
         if build is None:
             build = _compiled(self)

@@ -1,0 +1,131 @@
+/* build.c mirrors treekit._treedef._interpret (what TreeDef._build runs): the tree of a
+ * structure from its post-order records and its leaves. Lists, tuples, dicts, None and
+ * namedtuples are made here; every other node goes through treekit._treedef._unflatten,
+ * the Python function that calls the entry's unflatten function and words its errors, so
+ * a user's exception comes out exactly as in the pure core. */
+#include "native.h"
+
+/* A dict from its keys in leaf order (a tuple, or a `_Keys`, which puts the children back
+ * in insertion order) and its children in leaf order (a tuple). NULL with *defer set:
+ * node data of another shape, for the Python builder. */
+static PyObject *make_dict(PyObject *keys, PyObject *children, int *defer) {
+    Py_ssize_t n = PyTuple_GET_SIZE(children);
+    PyObject *order = NULL, *values = NULL, *d = NULL;
+    if (PyTuple_CheckExact(keys)) {
+        order = keys;
+        values = children;
+        Py_INCREF(order);
+        Py_INCREF(values);
+    } else if (PyTuple_Check(keys)) { /* a `_Keys` */
+        PyObject *put = PyObject_GetAttr(keys, S.s_put);
+        order = PyObject_GetAttr(keys, S.s_original);
+        values = put == NULL ? NULL : PyObject_CallOneArg(put, children);
+        Py_XDECREF(put);
+        if (order == NULL || values == NULL) goto defer;
+    } else {
+        goto defer_clean;
+    }
+    if (!PyTuple_CheckExact(order) || !PyTuple_CheckExact(values) || PyTuple_GET_SIZE(order) != n ||
+        PyTuple_GET_SIZE(values) != n)
+        goto defer;
+    d = PyDict_New();
+    if (d == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyDict_SetItem(d, PyTuple_GET_ITEM(order, i), PyTuple_GET_ITEM(values, i)) < 0) {
+            Py_CLEAR(d);
+            goto defer;
+        }
+    }
+    Py_DECREF(order);
+    Py_DECREF(values);
+    return d;
+defer:
+    PyErr_Clear();
+defer_clean:
+    *defer = 1;
+fail:
+    Py_XDECREF(order);
+    Py_XDECREF(values);
+    return NULL;
+}
+
+PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
+    *defer = 0;
+    if (!PyTuple_CheckExact(nodes) || !PyList_CheckExact(leaves)) {
+        *defer = 1;
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(nodes), top = 0, next_leaf = 0;
+    PyObject **stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)(count ? count : 1));
+    if (stack == NULL) return PyErr_NoMemory();
+    PyObject *result = NULL;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject *record = PyTuple_GET_ITEM(nodes, j);
+        if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 5) goto defer;
+        PyObject *ntype = PyTuple_GET_ITEM(record, 0), *data = PyTuple_GET_ITEM(record, 1);
+        if (ntype == Py_None) {
+            if (next_leaf >= PyList_GET_SIZE(leaves)) goto defer;
+            PyObject *leaf = PyList_GET_ITEM(leaves, next_leaf++);
+            Py_INCREF(leaf);
+            stack[top++] = leaf;
+            continue;
+        }
+        Py_ssize_t arity = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 2));
+        if (arity < 0 || arity > top) {
+            PyErr_Clear();
+            goto defer;
+        }
+        PyObject **kids = stack + top - arity, *made;
+        if (ntype == S.LIST) {
+            made = PyList_New(arity);
+            if (made == NULL) goto fail;
+            for (Py_ssize_t i = 0; i < arity; i++) PyList_SET_ITEM(made, i, kids[i]);
+        } else if (ntype == S.TUPLE) {
+            made = PyTuple_New(arity);
+            if (made == NULL) goto fail;
+            for (Py_ssize_t i = 0; i < arity; i++) PyTuple_SET_ITEM(made, i, kids[i]);
+        } else if (ntype == S.NONE && arity == 0) {
+            Py_INCREF(Py_None);
+            made = Py_None;
+        } else {
+            PyObject *children;
+            if (ntype == S.DICT) {
+                children = PyTuple_New(arity);
+            } else {
+                children = PyList_New(arity);
+            }
+            if (children == NULL) goto fail;
+            for (Py_ssize_t i = 0; i < arity; i++) {
+                Py_INCREF(kids[i]);
+                PySequence_Fast_ITEMS(children)[i] = kids[i];
+            }
+            if (ntype == S.DICT) {
+                made = make_dict(data, children, defer);
+            } else if (ntype == S.NAMEDTUPLE && PyType_Check(data)) {
+                made = PyObject_Vectorcall(data, kids, (size_t)arity, NULL);
+            } else {
+                made = PyObject_CallFunctionObjArgs(S.unflatten, ntype, data, children, NULL);
+            }
+            Py_DECREF(children);
+            if (made == NULL) {
+                if (*defer) goto defer;
+                goto fail;
+            }
+            for (Py_ssize_t i = 0; i < arity; i++) Py_DECREF(kids[i]);
+        }
+        top -= arity;
+        stack[top++] = made;
+    }
+    if (top != 1 || next_leaf != PyList_GET_SIZE(leaves)) goto defer;
+    result = stack[0];
+    top = 0;
+    goto done;
+defer:
+    *defer = 1;
+fail:
+    result = NULL;
+done:
+    for (Py_ssize_t i = 0; i < top; i++) Py_DECREF(stack[i]);
+    PyMem_Free(stack);
+    return result;
+}

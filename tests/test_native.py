@@ -1,0 +1,334 @@
+"""The native core (treekit._native) against the pure-Python reference, and its memory safety.
+
+C walks, Python speaks: on random trees the C functions give what the pure core gives
+(the very leaves, equal treedefs, equal key paths, equal built trees), and on every
+input they hand back to Python (user code raising, garbage from a flatten function, a
+tree changed or a type registered mid-walk) the exception is the pure core's. These tests
+call the C module directly, so they run under either core (``TREEKIT_PURE=1`` too); they
+skip only where the extension was not built.
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import os
+import subprocess
+import sys
+import threading
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+native = pytest.importorskip("treekit._native", reason="the C extension is not built here")
+pytest.importorskip("hypothesis")
+
+from cases import Point, case_types  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from strategies import LEAVES, trees  # noqa: E402
+
+import treekit  # noqa: E402
+from treekit._registry import _remove  # noqa: E402
+from treekit._traverse import pure_flatten  # noqa: E402
+from treekit._treedef import _interpret  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _types() -> Iterator[None]:
+    with case_types():
+        yield
+
+
+def _mixed_keys(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    keys = st.one_of(st.integers(0, 3), st.text("ab", max_size=1), st.just((0,)))
+    return st.dictionaries(keys, children, max_size=4)
+
+
+TREES = st.one_of(trees(), st.recursive(LEAVES | st.none(), lambda c: _mixed_keys(c) | st.lists(c, max_size=2)))
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    try:
+        return ("ok", call())
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+
+
+def _same(a: Any, b: Any) -> None:
+    """Two (leaves, treedef, paths) results: the same leaf objects, equal treedefs and paths."""
+    assert [id(x) for x in a[0]] == [id(x) for x in b[0]]
+    assert a[1] == b[1] and repr(a[1]) == repr(b[1])
+    assert a[1]._nodes == b[1]._nodes
+    assert a[2] == b[2]
+
+
+# -- the same results as the pure core (and as jax) -----------------------------------------
+@given(TREES, st.booleans())
+def test_flatten_is_the_pure_cores(tree: Any, with_path: bool) -> None:
+    _same(native.flatten(tree, None, with_path), pure_flatten(tree, None, with_path))
+
+
+@given(TREES)
+def test_flatten_with_is_leaf_is_the_pure_cores(tree: Any) -> None:
+    def is_leaf(x: Any) -> bool:
+        return x is None or type(x) is tuple
+
+    _same(native.flatten(tree, is_leaf), pure_flatten(tree, is_leaf))
+    _same(native.flatten(tree, is_leaf, True), pure_flatten(tree, is_leaf, True))
+
+
+@given(TREES)
+def test_build_is_the_pure_cores(tree: Any) -> None:
+    leaves, treedef, _ = pure_flatten(tree)
+    built = native.build(treedef._nodes, leaves)
+    assert built == _interpret(treedef._nodes, leaves) == tree
+    assert repr(built) == repr(tree)  # dicts in the input's key order
+    assert pure_flatten(built)[1] == treedef
+
+
+@given(trees(custom=False))
+def test_leaves_and_structure_are_jaxs(tree: Any) -> None:
+    jtu = pytest.importorskip("jax.tree_util")
+    leaves, treedef, _ = native.flatten(tree)
+    assert [id(x) for x in leaves] == [id(x) for x in jtu.tree_leaves(tree)]
+    assert repr(treedef) == repr(jtu.tree_structure(tree))
+
+
+def test_a_dict_in_any_key_order_has_one_treedef() -> None:
+    ab, ba = native.flatten({"a": 1, "b": 2})[1], native.flatten({"b": 2, "a": 1})[1]
+    assert ab == ba and hash(ab) == hash(ba)
+    assert native.build(ba._nodes, [1, 2]) == {"b": 2, "a": 1}
+    assert list(native.build(ba._nodes, [1, 2])) == ["b", "a"]
+
+
+def test_equal_keys_of_other_types_are_kept() -> None:
+    # 1.0 == 1: a shared key order must not give one dict the other's key objects
+    first, second = {2: "x", 1: "y"}, {2.0: "x", 1.0: "y"}
+    for tree in (first, second, first):
+        leaves, treedef, _ = native.flatten(tree)
+        rebuilt = native.build(treedef._nodes, leaves)
+        assert [type(k) for k in rebuilt] == [type(k) for k in tree]
+
+
+def test_deep_trees_work() -> None:
+    tree: Any = 0
+    for _ in range(100_000):
+        tree = [tree]
+    leaves, treedef, _ = native.flatten(tree)
+    assert leaves == [0] and treedef.num_nodes == 100_001
+    assert treedef._nodes == pure_flatten(tree)[1]._nodes
+    assert native.build(treedef._nodes, [1]) is not None
+
+
+@pytest.mark.parametrize("depth", [1, 3000])
+def test_a_cycle_is_the_pure_cores_error(depth: int) -> None:
+    tree: Any = []
+    inner = tree
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    inner.append(tree)
+    wide: list[Any] = [1] * 50_000
+    wide.append(wide)
+    for t in (tree, wide):
+        assert _outcome(lambda t=t: native.flatten(t)) == _outcome(lambda t=t: pure_flatten(t))
+        assert _outcome(lambda t=t: native.flatten(t))[0] == "raised"
+
+
+# -- user code that misbehaves: the pure core's exception, no crash ------------------------
+class Odd:
+    def __init__(self, *children: Any) -> None:
+        self.children = list(children)
+
+
+class Boom(Exception):
+    pass
+
+
+def _behaviours() -> dict[str, Callable[[Odd], Any]]:
+    def raises(node: Odd) -> Any:
+        raise Boom("flatten failed")
+
+    def not_a_pair(node: Odd) -> Any:
+        return node.children
+
+    def a_generator(node: Odd) -> Any:
+        return (c for c in node.children), None
+
+    def unhashable_data(node: Odd) -> Any:
+        return node.children, []
+
+    def mutates(node: Odd) -> Any:
+        out = list(node.children)
+        node.children.clear()
+        TREE_BOX[0].clear()  # the list holding this node
+        return out, None
+
+    def registers(node: Odd) -> Any:
+        fresh = type("Fresh", (), {})
+        treekit.register_pytree_node(fresh, lambda x: ((), None), lambda d, c: fresh())
+        return node.children, None
+
+    return {f.__name__: f for f in (raises, not_a_pair, a_generator, unhashable_data, mutates, registers)}
+
+
+TREE_BOX: list[Any] = [None]
+
+
+@pytest.mark.parametrize("behaviour", sorted(_behaviours()))
+@pytest.mark.parametrize("with_path", [False, True])
+def test_misbehaving_flatten_functions_raise_as_the_pure_core(behaviour: str, with_path: bool) -> None:
+    treekit.register_pytree_node(Odd, _behaviours()[behaviour], lambda d, c: Odd(*c))
+    try:
+        outcomes = []
+        for walk in (native.flatten, pure_flatten):
+            TREE_BOX[0] = [1, Odd(2, [3]), {"k": Odd(4)}]
+            outcomes.append(_outcome(lambda walk=walk: walk(TREE_BOX[0], None, with_path)))
+        if outcomes[0][0] == "ok":  # the walk finished: the same leaves and structure
+            assert outcomes[1][0] == "ok"
+            assert outcomes[0][1][0] == outcomes[1][1][0] and outcomes[0][1][1] == outcomes[1][1][1]
+        else:
+            assert outcomes[0] == outcomes[1]
+    finally:
+        _remove(Odd)
+
+
+def test_raising_is_leaf_and_unflatten_are_the_pure_cores() -> None:
+    def is_leaf(x: Any) -> bool:
+        if x == 3:
+            raise Boom("is_leaf")
+        return False
+
+    assert _outcome(lambda: native.flatten([1, [3]], is_leaf)) == _outcome(lambda: pure_flatten([1, [3]], is_leaf))
+    treekit.register_pytree_node(Odd, lambda o: (o.children, None), lambda d, c: 1 // 0)
+    try:
+        nodes = pure_flatten([Odd(1)])[1]._nodes
+        assert _outcome(lambda: native.build(nodes, [1])) == _outcome(lambda: _interpret(nodes, [1]))
+    finally:
+        _remove(Odd)
+
+
+# -- memory safety ------------------------------------------------------------------------------
+def _workload() -> tuple[Callable[[], None], list[Any]]:
+    """Calls through every native function, some raising from user code; and the objects
+    whose reference counts they must leave alone."""
+    leaf, key, label = object(), "".join(["wei", "ghts"]), "".join(["la", "bel"])
+    tree = {key: [leaf, (leaf, None)], "b": Point(leaf, {"z": leaf, "a": 2}, label=label)}
+    treedef = pure_flatten(tree)[1]
+    leaves = pure_flatten(tree)[0]
+
+    def bad_leaf(x: Any) -> bool:
+        if x is leaf:
+            raise Boom
+        return False
+
+    def run() -> None:
+        native.flatten(tree)
+        native.flatten(tree, None, True)
+        native.flatten(tree, lambda x: x is None)
+        native.build(treedef._nodes, leaves)
+        treekit.tree_map(lambda x: x, tree)
+        try:
+            native.flatten(tree, bad_leaf)
+        except Boom:
+            pass
+
+    return run, [leaf, key, label, tree, treedef, leaves]
+
+
+def test_reference_counts_do_not_change() -> None:
+    run, objects = _workload()
+    run()  # caches (key orders, builders) fill on the first call
+    gc.collect()
+    before = [sys.getrefcount(x) for x in objects]
+    for _ in range(10_000):
+        run()
+    gc.collect()
+    assert [sys.getrefcount(x) for x in objects] == before
+
+
+def test_memory_stays_flat() -> None:
+    run, _ = _workload()
+    for _ in range(1000):
+        run()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for _ in range(100_000 // 6):  # six native calls a round
+            run()
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 * 1024, f"{grown} bytes kept after 100,000 calls"
+
+
+def test_runs_clean_under_dev_mode_and_the_debug_allocator() -> None:
+    if os.environ.get("TREEKIT_NATIVE_CHILD"):
+        pytest.skip("already the child run")
+    env = dict(os.environ, PYTHONMALLOC="debug", TREEKIT_NATIVE_CHILD="1", HYPOTHESIS_PROFILE="ci")
+    env.pop("TREEKIT_PURE", None)
+    proc = subprocess.run(
+        [sys.executable, "-X", "dev", "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "not memory"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+# -- threads ----------------------------------------------------------------------------------------
+def test_sixteen_threads_agree_while_types_are_registered() -> None:
+    tree = [{"weights": [1.0, 2.0], "biases": (3.0, None)}, Point(4.0, {"b": 5.0, "a": 6.0}), "x"]
+    expected = (pure_flatten(tree)[0], pure_flatten(tree)[1], treekit.tree_map(str, tree))
+    stop = threading.Event()
+    failures: list[Any] = []
+
+    def register() -> None:
+        while not stop.is_set():
+            fresh = type("Fresh", (), {})
+            treekit.register_pytree_node(fresh, lambda x: ((), None), lambda d, c: fresh())
+            _remove(fresh)
+
+    def work() -> None:
+        for _ in range(300):
+            leaves, treedef, _ = native.flatten(tree)
+            got = (leaves, treedef, treekit.tree_map(str, tree))
+            if got != expected:
+                failures.append(got)
+
+    registrar = threading.Thread(target=register)
+    registrar.start()
+    workers = [threading.Thread(target=work) for _ in range(16)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    stop.set()
+    registrar.join()
+    assert failures == []
+
+
+def test_the_environment_picks_the_core() -> None:
+    code = "import treekit, sys; print(treekit.backend(), 'jax' in sys.modules, 'numpy' in sys.modules)"
+    for value, want in (("1", "pure"), ("", "native")):
+        env = dict(os.environ, TREEKIT_PURE=value)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        assert out.stdout.split() == [want, "False", "False"]
+
+
+def test_ordered_and_default_dicts_go_through_their_entries() -> None:
+    tree = [collections.OrderedDict(b=1, a=2), collections.defaultdict(list, {"b": 3, "a": 4})]
+    _same(native.flatten(tree), pure_flatten(tree))
+    _same(native.flatten(tree, None, True), pure_flatten(tree, None, True))
+    leaves, treedef, _ = native.flatten(tree)
+    assert native.build(treedef._nodes, leaves) == tree
