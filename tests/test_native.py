@@ -296,7 +296,7 @@ def test_sixteen_threads_agree_while_types_are_registered() -> None:
     def register() -> None:
         while not stop.is_set():
             fresh = type("Fresh", (), {})
-            treekit.register_pytree_node(fresh, lambda x: ((), None), lambda d, c: fresh())
+            treekit.register_pytree_node(fresh, lambda x: ((), None), lambda d, c, cls=fresh: cls())
             _remove(fresh)
 
     def work() -> None:

@@ -11,17 +11,23 @@ they mirror, which raises the one message.
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
 __all__ = ["NATIVE", "backend"]
 
-NATIVE: Any = None  # the treekit._native module, when it is the core in use
-if os.environ.get("TREEKIT_PURE", "") in ("", "0"):
+
+def _load() -> Any:
+    if os.environ.get("TREEKIT_PURE", "") not in ("", "0"):
+        return None
     try:
-        from treekit import _native as NATIVE
+        return importlib.import_module("treekit._native")
     except ImportError:  # not built here: the pure-Python core
-        NATIVE = None
+        return None
+
+
+NATIVE: Any = _load()  # the treekit._native module, when it is the core in use
 
 
 def backend() -> str:

@@ -201,6 +201,7 @@ class _Keys(tuple):  # type: ignore[type-arg]
     original: tuple[Any, ...]
     take: Callable[[Any], tuple[Any, ...]]
     put: Callable[[Any], tuple[Any, ...]]
+    positions: tuple[int, ...]  # where each key, in insertion order, is in leaf order
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_make_order, (self.original, list(self)))
@@ -211,7 +212,8 @@ def _make_order(keys: tuple[Any, ...], ordered: list[Any]) -> _Keys:
     out.original = keys
     out.take = operator.itemgetter(*ordered)
     position = {key: i for i, key in enumerate(ordered)}
-    out.put = operator.itemgetter(*[position[key] for key in keys])
+    out.positions = tuple([position[key] for key in keys])
+    out.put = operator.itemgetter(*out.positions)
     return out
 
 

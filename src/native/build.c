@@ -10,42 +10,38 @@
  * node data of another shape, for the Python builder. */
 static PyObject *make_dict(PyObject *keys, PyObject *children, int *defer) {
     Py_ssize_t n = PyTuple_GET_SIZE(children);
-    PyObject *order = NULL, *values = NULL, *d = NULL;
+    PyObject *d = NULL;
     if (PyTuple_CheckExact(keys)) {
-        order = keys;
-        values = children;
-        Py_INCREF(order);
-        Py_INCREF(values);
-    } else if (PyTuple_Check(keys)) { /* a `_Keys` */
-        PyObject *put = PyObject_GetAttr(keys, S.s_put);
-        order = PyObject_GetAttr(keys, S.s_original);
-        values = put == NULL ? NULL : PyObject_CallOneArg(put, children);
-        Py_XDECREF(put);
-        if (order == NULL || values == NULL) goto defer;
-    } else {
-        goto defer_clean;
-    }
-    if (!PyTuple_CheckExact(order) || !PyTuple_CheckExact(values) || PyTuple_GET_SIZE(order) != n ||
-        PyTuple_GET_SIZE(values) != n)
-        goto defer;
-    d = PyDict_New();
-    if (d == NULL) goto fail;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (PyDict_SetItem(d, PyTuple_GET_ITEM(order, i), PyTuple_GET_ITEM(values, i)) < 0) {
-            Py_CLEAR(d);
-            goto defer;
+        if (PyTuple_GET_SIZE(keys) != n) goto defer;
+        d = PyDict_New();
+        for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
+            if (PyDict_SetItem(d, PyTuple_GET_ITEM(keys, i), PyTuple_GET_ITEM(children, i)) < 0) Py_CLEAR(d);
         }
+        if (d == NULL) goto defer;
+        return d;
     }
-    Py_DECREF(order);
-    Py_DECREF(values);
+    /* a `_Keys`: its `original` keys (insertion order) and the `positions` of each in leaf order */
+    PyObject *attrs = PyTuple_Check(keys) ? PyObject_GenericGetDict(keys, NULL) : NULL;
+    PyObject *original = attrs ? PyDict_GetItemWithError(attrs, S.s_original) : NULL; /* borrowed */
+    PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, S.s_positions) : NULL;
+    if (original == NULL || positions == NULL || !PyTuple_CheckExact(original) || !PyTuple_CheckExact(positions) ||
+        PyTuple_GET_SIZE(original) != n || PyTuple_GET_SIZE(positions) != n)
+        goto defer_attrs;
+    d = PyDict_New();
+    for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
+        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i));
+        if (at < 0 || at >= n ||
+            PyDict_SetItem(d, PyTuple_GET_ITEM(original, i), PyTuple_GET_ITEM(children, at)) < 0)
+            Py_CLEAR(d);
+    }
+    if (d == NULL) goto defer_attrs;
+    Py_DECREF(attrs);
     return d;
+defer_attrs:
+    Py_XDECREF(attrs);
 defer:
     PyErr_Clear();
-defer_clean:
     *defer = 1;
-fail:
-    Py_XDECREF(order);
-    Py_XDECREF(values);
     return NULL;
 }
 

@@ -49,7 +49,7 @@ int tk_ready(void) {
         !(S.unflatten = attr(S.treedef_mod, "_unflatten")))
         return -1;
     if (!(S.s_flatten = PyUnicode_InternFromString("flatten")) ||
-        !(S.s_original = PyUnicode_InternFromString("original")) || !(S.s_put = PyUnicode_InternFromString("put")) ||
+        !(S.s_original = PyUnicode_InternFromString("original")) || !(S.s_positions = PyUnicode_InternFromString("positions")) ||
         !(S.s_TYPES = PyUnicode_InternFromString("TYPES")) || !(S.s_ORDERS = PyUnicode_InternFromString("ORDERS")) ||
         !(S.s_nodes = PyUnicode_InternFromString("_nodes")) || !(S.empty_tuple = PyTuple_New(0)))
         return -1;

@@ -36,7 +36,7 @@ typedef struct {
     PyObject *LEAF;       /* treekit._treedef.LEAF, the record every leaf shares */
     PyObject *resolve;    /* treekit._registry.resolve */
     PyObject *unflatten;  /* treekit._treedef._unflatten(ntype, data, children) */
-    PyObject *s_flatten, *s_original, *s_put, *s_TYPES, *s_ORDERS, *s_nodes;
+    PyObject *s_flatten, *s_original, *s_positions, *s_TYPES, *s_ORDERS, *s_nodes;
     PyObject *empty_tuple;
     PyObject *deferred;   /* _native.DEFER: what build returns to hand a call back */
     PyObject *small[8];   /* 0..7 as ints */
