@@ -28,7 +28,9 @@ class Box:
 
 @pytest.fixture(autouse=True)
 def compile_at_once(monkeypatch: pytest.MonkeyPatch, registered: Any) -> Iterator[None]:
-    """Compile every structure on its first build; register Box."""
+    """Compile every structure on its first build; register Box. The pure core's builders are
+    under test here, whichever core is in use (tests/test_native.py tests the C one)."""
+    monkeypatch.setattr(_treedef, "NATIVE", None)
     monkeypatch.setattr(_treedef, "_COMPILE_AT", 1)
     monkeypatch.setattr(_treedef, "_BUILDERS", {})
     registered(Box, lambda cls: treekit.register_pytree_node(cls, lambda b: (b.children, b.tag), _box))
@@ -89,8 +91,7 @@ def test_builder_is_compiled_and_shared_by_equal_structures() -> None:
     assert a == b
     assert repr(a.unflatten([1, 2])) == "{'b': 2, 'a': [1]}"
     assert repr(b.unflatten([1, 2])) == "{'a': [1], 'b': 2}"
-    if treekit.backend() == "pure":  # the native core builds in C, without compiling
-        assert a._builder is not None and a._builder is b._builder
+    assert a._builder is not None and a._builder is b._builder
 
 
 def test_equal_keys_of_other_types_are_kept() -> None:
@@ -115,7 +116,7 @@ def test_raising_unflatten_is_reported_as_when_interpreted(registered: Any) -> N
             treedef.unflatten([1])
         assert str(info.value).split("\n")[0] == "boom"
         assert info.value.__notes__[-1] == note
-    assert (treedef._builder is not None) == (treekit.backend() == "pure")
+    assert treedef._builder is not None
 
 
 def test_unhashable_node_data_builds_without_compiling(registered: Any) -> None:
