@@ -25,6 +25,9 @@ from treekit._errors import StructureMismatchError as StructureMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
 from treekit._format import format_tree as format_tree
 from treekit._format import summary as summary
+from treekit._io import PickleRefused as PickleRefused
+from treekit._io import load as load
+from treekit._io import save as save
 from treekit._jax import treedef_from_jax as treedef_from_jax
 from treekit._jax import treedef_to_jax as treedef_to_jax
 from treekit._keys import DictKey as DictKey
@@ -133,6 +136,7 @@ __all__ = [
     "KeyEntry",
     "KeyPath",
     "Partial",
+    "PickleRefused",
     "PyTree",
     "PyTreeDef",
     "SequenceKey",
@@ -155,6 +159,7 @@ __all__ = [
     "format_tree",
     "is_tree_node",
     "keystr",
+    "load",
     "partition",
     "register_dataclass",
     "register_pytree_node",
@@ -163,6 +168,7 @@ __all__ = [
     "register_pytree_with_keys_class",
     "register_static",
     "same_structure",
+    "save",
     "static",
     "summary",
     "tree",

@@ -21,7 +21,7 @@ _PICKLE_SUFFIXES = (".pkl", ".pickle", ".pck", ".pt", ".pth")
 
 
 def load_tree(path: str | Path, *, allow_pickle: bool = False) -> Any:
-    """The tree stored in ``path``: ``.npz`` (keys split on ``/`` into nested dicts), ``.npy``, ``.json``.
+    """The tree stored in ``path``: ``.npz`` (as :func:`treekit.load` reads it), ``.npy``, ``.json``.
 
     Pickle files (by suffix or content) and arrays stored with pickle are refused unless
     ``allow_pickle``: unpickling runs code from the file.
@@ -35,8 +35,9 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False) -> Any:
     {'lr': 0.1, 'layers': [1, 2]}
 
     Raises:
-        ValueError: For a pickle without ``allow_pickle``, an unknown suffix, or ``.npz`` keys
-            that are both an array and a group (``'a'`` and ``'a/b'``).
+        ValueError: For a pickle without ``allow_pickle``, an unknown suffix, a ``.npz`` that is
+            not a valid zip file, or ``.npz`` keys that are both an array and a group (``'a'``
+            and ``'a/b'``).
         OSError: If the file cannot be read.
     """
     path = Path(path)
@@ -58,23 +59,25 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False) -> Any:
         raise ValueError(f"expected a .npz, .npy or .json file (or a pickle, with --allow-pickle), got {got}")
     import numpy as np
 
+    if suffix == ".npz":
+        from treekit._io import PickleRefused, load
+
+        try:
+            return load(path)  # treekit.save's files, and any .npz without pickles
+        except PickleRefused as exc:
+            if not allow_pickle:
+                raise ValueError(f"{exc}; pass --allow-pickle only for files you trust") from None
+        data = np.load(path, allow_pickle=True)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            return data  # a pickle named .npz
+        with data:
+            return unflatten_dict({key: data[key] for key in data.files})
     try:
-        if suffix == ".npy":
-            return np.load(path, allow_pickle=allow_pickle)
-        with np.load(path, allow_pickle=allow_pickle) as data:
-            flat = {}
-            for key in data.files:
-                try:
-                    flat[key] = data[key]
-                except ValueError as exc:
-                    if "allow_pickle" not in str(exc):
-                        raise
-                    raise ValueError(f"refusing to load array {key!r}, stored with pickle: {_PICKLE_WHY}") from None
+        return np.load(path, allow_pickle=allow_pickle)
     except ValueError as exc:
         if "allow_pickle" not in str(exc):
             raise
         raise ValueError(f"refusing to load a pickled array: {_PICKLE_WHY}") from None
-    return unflatten_dict(flat)
 
 
 def show(path: str, *, allow_pickle: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -1,0 +1,247 @@
+"""treekit.save / treekit.load: round trips, atomic writes, no pickle, like= checks, show's loader."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import treekit
+from treekit import StructureMismatchError
+from treekit.testing import array_trees, trees
+
+WHY = "unpickling runs code chosen by whoever wrote the file"
+
+
+class Stats(NamedTuple):
+    mean: Any
+    count: Any
+
+
+@dataclasses.dataclass
+class Layer:
+    w: Any
+    b: Any
+    act: str = dataclasses.field(default="relu", metadata={"static": True})
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal trees: same structure (types, dict order) and leaves of the same type and value."""
+    if treekit.tree_structure(a) != treekit.tree_structure(b):
+        return False
+    if isinstance(a, dict) and list(a) != list(b):
+        return False
+    for x, y in zip(treekit.tree_leaves(a), treekit.tree_leaves(b)):
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, np.ndarray):
+            if x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(x, y, equal_nan=True):
+                return False
+        elif x != y and not (x != x and y != y):
+            return False
+    return True
+
+
+def _round_trip(tmp_path: Path, tree: Any) -> Any:
+    name = tmp_path / "t.npz"
+    treekit.save(name, tree)
+    return treekit.load(name)
+
+
+def test_every_built_in_node_and_leaf_kind_comes_back(tmp_path: Path, registered: Any) -> None:
+    registered(Layer, treekit.register_dataclass)
+    tree = {
+        "layers": [Layer(np.ones((2, 3), np.float32), np.zeros(3, np.float32), act="gelu"), None],
+        (1, "a"): (1, 2.5, True, "s", b"\x00", complex(1, -2), float("nan"), 10**30),
+        3: collections.OrderedDict(b=np.int8(3), a=np.arange(4)),
+        "counts": collections.defaultdict(int, {"z": 1, "y": 2}),
+        "stats": Stats(np.float64(0.5), 3),
+        None: [],
+        "empty": {},
+    }
+    back = _round_trip(tmp_path, tree)
+    assert _same(back, tree)
+    assert list(back) == list(tree)  # insertion order too
+    assert list(back["counts"]) == ["z", "y"] and back["counts"].default_factory is int
+    assert type(back["stats"]) is Stats and type(back["stats"].mean) is np.float64
+    assert back["layers"][0].act == "gelu"
+
+
+@given(trees(st.one_of(st.integers(), st.floats(), st.text(max_size=3), st.booleans())))
+def test_round_trip_of_any_tree(tree: Any) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        assert _same(_round_trip(Path(folder), tree), tree)
+
+
+@given(array_trees())
+def test_round_trip_of_array_trees(tree: Any) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        assert _same(_round_trip(Path(folder), tree), tree)
+
+
+def test_the_file_is_a_plain_npz_without_pickles(tmp_path: Path) -> None:
+    treekit.save(tmp_path / "t.npz", {"w": np.ones(2), "lr": 0.1})
+    with np.load(tmp_path / "t.npz", allow_pickle=False) as data:
+        assert sorted(data.files) == ["0", "__treekit__"]
+        assert data["0"].tolist() == [1.0, 1.0]
+
+
+def test_jax_arrays_are_saved_as_numpy(tmp_path: Path) -> None:
+    jnp = pytest.importorskip("jax.numpy")
+    tree = {"w": jnp.ones((2, 2)), "h": jnp.zeros(3, jnp.bfloat16)}
+    back = _round_trip(tmp_path, tree)
+    assert type(back["w"]) is np.ndarray and back["w"].tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    assert back["h"].dtype.name == "bfloat16" and back["h"].shape == (3,)
+
+
+def test_unsaveable_leaves_and_node_data_name_their_path(tmp_path: Path, registered: Any) -> None:
+    name = tmp_path / "t.npz"
+    with pytest.raises(TypeError, match=r"^tree\['a'\]\[1\]: expected a leaf that saves without pickle, got object"):
+        treekit.save(name, {"a": [1, object()]})
+    with pytest.raises(TypeError, match=r"^tree\['a'\]: expected a leaf that saves without pickle, got an array "):
+        treekit.save(name, {"a": np.array([{}], dtype=object)})
+
+    def local() -> None:
+        pass
+
+    with pytest.raises(TypeError, match=r"^tree\[0\]: expected a leaf .*only module-level classes and functions save"):
+        treekit.save(name, [local])
+    registered(Layer, treekit.register_dataclass)
+    with pytest.raises(TypeError, match=r"^tree\['x'\]\[1\]: expected a Layer node that saves without pickle, got set"):
+        treekit.save(name, {"x": [0, Layer(1, 2, act={1})]})  # type: ignore[arg-type]
+    assert not name.exists() and os.listdir(tmp_path) == []
+
+
+def test_a_write_failing_midway_leaves_the_old_file_and_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = tmp_path / "ckpt.npz"
+    treekit.save(name, {"step": 1})
+    before = name.read_bytes()
+    real = np.lib.format.write_array
+    calls = []
+
+    def failing(*args: Any, **kwargs: Any) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(np.lib.format, "write_array", failing)
+    with pytest.raises(OSError, match="disk full"):
+        treekit.save(name, {"w": np.ones(1000), "b": np.ones(10), "step": 2})
+    assert name.read_bytes() == before
+    assert os.listdir(tmp_path) == ["ckpt.npz"]
+    assert treekit.load(name) == {"step": 1}
+
+
+def test_a_crash_midway_never_leaves_a_half_written_file(tmp_path: Path) -> None:
+    name = tmp_path / "ckpt.npz"
+    script = textwrap.dedent(
+        f"""
+        import os, numpy as np, treekit
+        treekit.save({str(name)!r}, {{'step': 1}})
+        real = np.lib.format.write_array
+        def crash(*args, **kwargs):
+            real(*args, **kwargs)
+            os._exit(3)  # the process dies after the first array is written
+        np.lib.format.write_array = crash
+        treekit.save({str(name)!r}, {{'w': np.ones(1000), 'b': np.ones(10), 'step': 2}})
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 3, run.stderr
+    assert treekit.load(name) == {"step": 1}
+    leftovers = sorted(set(os.listdir(tmp_path)) - {"ckpt.npz"})
+    assert len(leftovers) == 1 and leftovers[0].startswith(".ckpt.npz.") and leftovers[0].endswith(".tmp")
+
+
+def test_load_like_names_every_mismatching_path(tmp_path: Path) -> None:
+    name = tmp_path / "t.npz"
+    treekit.save(name, {"dense": {"w": np.zeros((2, 3), np.float32), "b": np.zeros(3)}, "out": [np.zeros(2)]})
+    like = {"dense": {"w": np.zeros((3, 3), np.float32), "b": np.zeros(3, np.float32)}, "out": (np.zeros(2),)}
+    message = (
+        "file['dense']['b']: expected dtype float32, got dtype float64\n"
+        "file['dense']['w']: expected shape (3, 3), got shape (2, 3)\n"
+        "file['out']: expected tuple of length 1, got list of length 1"
+    )
+    with pytest.raises(StructureMismatchError, match=f"^{__import__('re').escape(message)}$") as info:
+        treekit.load(name, like=like)
+    assert info.value.label == "file" and treekit.keystr(info.value.path) == "['dense']['b']"
+    good = {"dense": {"w": np.ones((2, 3), np.float32), "b": np.ones(3)}, "out": [np.ones(2)]}
+    assert treekit.load(name, like=good)["dense"]["w"].shape == (2, 3)
+
+
+def test_load_refuses_pickles_and_tells_them_from_damaged_files(tmp_path: Path) -> None:
+    (tmp_path / "pickle.npz").write_bytes(pickle.dumps({"w": 1}))
+    np.savez(tmp_path / "objects.npz", x=np.array([{"a": 1}], dtype=object))
+    (tmp_path / "text.npz").write_text("hello")
+    treekit.save(tmp_path / "good.npz", {"w": np.ones(100)})
+    (tmp_path / "cut.npz").write_bytes((tmp_path / "good.npz").read_bytes()[:200])
+    with pytest.raises(treekit.PickleRefused, match=f"^refusing to load a pickle file: {WHY}$"):
+        treekit.load(tmp_path / "pickle.npz")
+    with pytest.raises(treekit.PickleRefused, match=f"^refusing to load array 'x', stored with pickle: {WHY}$"):
+        treekit.load(tmp_path / "objects.npz")
+    with pytest.raises(ValueError, match=r"^not a valid \.npz \(zip\) file: it does not start as a zip file does$"):
+        treekit.load(tmp_path / "text.npz")
+    with pytest.raises(ValueError, match=r"^not a valid \.npz \(zip\) file: ") as info:
+        treekit.load(tmp_path / "cut.npz")
+    assert not isinstance(info.value, treekit.PickleRefused)
+
+
+def test_a_damaged_record_and_an_unknown_class_say_so(tmp_path: Path) -> None:
+    name = tmp_path / "t.npz"
+    head = b'{"format": "treekit.save", "version": 1, "nodes": '
+    np.savez(name, __treekit__=np.frombuffer(head + b'[{"node": "list", "n": 3}]}', np.uint8))
+    with pytest.raises(ValueError, match="damaged or unreadable treekit structure record"):
+        treekit.load(name)
+    record = head + b'[{"node": "namedtuple", "n": 0, "type": "nowhere_mod:P"}]}'
+    np.savez(name, __treekit__=np.frombuffer(record, np.uint8))
+    with pytest.raises(ValueError, match=r"nowhere_mod\.P is not defined \(import nowhere_mod before loading\)"):
+        treekit.load(name)
+    assert "nowhere_mod" not in sys.modules
+
+
+def test_a_plain_npz_loads_as_nested_dicts(tmp_path: Path) -> None:
+    np.savez(tmp_path / "t.npz", **{"a/b": np.ones(1), "c": np.zeros(2)})
+    back = treekit.load(tmp_path / "t.npz")
+    assert sorted(back) == ["a", "c"] and back["a"]["b"].tolist() == [1.0]
+
+
+def test_save_and_load_do_not_load_numpy_on_import_treekit() -> None:
+    code = "import sys, treekit; treekit.save, treekit.load; assert 'numpy' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_show_uses_the_same_loader(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from treekit.__main__ import main
+
+    treekit.save(tmp_path / "t.npz", {"layers": [{"w": np.zeros((2, 3), np.float32)}]})
+    assert main(["show", str(tmp_path / "t.npz")]) == 0
+    assert "['layers'][0]['w']  (2, 3)  float32" in capsys.readouterr().out
+    (tmp_path / "bad.npz").write_text("hello")
+    (tmp_path / "pickled.npz").write_bytes(pickle.dumps({"w": 1}))
+    assert main(["show", str(tmp_path / "bad.npz")]) == 1
+    assert capsys.readouterr().err.endswith("not a valid .npz (zip) file: it does not start as a zip file does\n")
+    assert main(["show", str(tmp_path / "pickled.npz")]) == 1
+    assert capsys.readouterr().err.endswith(
+        f"refusing to load a pickle file: {WHY}; pass --allow-pickle only for files you trust\n"
+    )
+    with zipfile.ZipFile(tmp_path / "t.npz") as z:
+        assert "__treekit__.npy" in z.namelist()

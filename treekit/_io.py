@@ -1,0 +1,410 @@
+"""save and load: a tree in one ``.npz`` file, its structure recorded as JSON inside, never pickled.
+
+The file is an ordinary ``.npz`` (a zip of ``.npy`` arrays, readable by ``numpy.load``): one
+array per array leaf, named ``0``, ``1``, ... in leaf order, and ``__treekit__``, the UTF-8
+bytes of a JSON record of the structure. The record lists the tree's nodes in post-order
+(the order of :class:`~treekit.TreeDef`'s nodes), each leaf either a reference to its array or
+its value (numbers, strings, bytes), each node its kind and what rebuilding it needs: dict
+keys (of any JSON-able type, tagged, with their insertion order), the class of a namedtuple,
+registered dataclass or custom node by import path, and their node data. Rebuilding is a loop
+over that list: no recursion, no pickle, no import (a class is looked up in the modules
+already imported).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import zipfile
+from typing import Any
+
+from treekit._checks import tree_diff
+from treekit._describe import is_array
+from treekit._errors import StructureMismatchError
+from treekit._keys import KeyPath, keystr
+from treekit._registry import NAMEDTUPLE, lookup
+from treekit._traverse import flatten
+from treekit._treedef import Node
+
+__all__ = ["PickleRefused", "load", "read_npz", "save"]
+
+_RECORD = "__treekit__"
+_FORMAT = "treekit.save"
+_VERSION = 1
+_DICT_KINDS = ("dict", "ordereddict", "defaultdict")
+_PICKLE_WHY = "unpickling runs code chosen by whoever wrote the file"
+
+
+class PickleRefused(ValueError):
+    """A file, or an array in it, that only unpickling could read; :func:`load` never unpickles.
+
+    >>> import os, pickle, tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     name = os.path.join(d, 'ckpt.npz')
+    ...     with open(name, 'wb') as f:
+    ...         pickle.dump({'w': 1}, f)
+    ...     load(name)
+    Traceback (most recent call last):
+    ...
+    treekit.PickleRefused: refusing to load a pickle file: unpickling runs code chosen by whoever wrote the file
+    """
+
+    __module__ = "treekit"  # tracebacks and reprs show the public name
+
+
+class _Unsaveable(Exception):
+    """A value the record cannot hold (raised inside encoding; turned into a TypeError with its path)."""
+
+
+# -- values in the record ---------------------------------------------------------------------
+def _ref(obj: Any) -> str:
+    """``module:qualname`` of a class or function that can be found again by that name."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+        raise _Unsaveable(f"{type(obj).__name__} {obj!r:.60} (only module-level classes and functions save)")
+    if _find(f"{module}:{qualname}") is not obj:
+        raise _Unsaveable(f"{module}.{qualname}, which is not the object that name finds (redefined?)")
+    return f"{module}:{qualname}"
+
+
+def _find(ref: str) -> Any:
+    """The object ``module:qualname`` names, from an already imported module; ``None`` if none."""
+    module, _, qualname = ref.partition(":")
+    obj: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _encode(value: Any) -> Any:
+    """``value`` as JSON: None, bool, int, float and str as themselves, the rest tagged."""
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if kind is tuple or kind is list:
+        return {kind.__name__: [_encode(v) for v in value]}
+    if kind is dict:
+        return {"dict": [[_encode(k), _encode(v)] for k, v in value.items()]}
+    if kind is complex:
+        return {"complex": [value.real, value.imag]}
+    if kind is bytes:
+        return {"bytes": value.hex()}
+    if isinstance(value, type) or callable(value):
+        return {"ref": _ref(value)}
+    raise _Unsaveable(f"{kind.__name__} {value!r:.60}")
+
+
+def _decode(data: Any) -> Any:
+    if not isinstance(data, dict):
+        if isinstance(data, list):
+            raise ValueError("untagged list")
+        return data
+    ((tag, body),) = data.items()
+    if tag == "tuple":
+        return tuple(_decode(v) for v in body)
+    if tag == "list":
+        return [_decode(v) for v in body]
+    if tag == "dict":
+        return {_decode(k): _decode(v) for k, v in body}
+    if tag == "complex":
+        return complex(*body)
+    if tag == "bytes":
+        return bytes.fromhex(body)
+    if tag == "ref":
+        obj = _find(body)
+        if obj is None:
+            module = body.partition(":")[0]
+            raise ValueError(f"{body.replace(':', '.')} is not defined (import {module} before loading)")
+        return obj
+    raise ValueError(f"unknown tag {tag!r}")
+
+
+# -- save -------------------------------------------------------------------------------------
+def _leaf_record(leaf: Any, arrays: dict[str, Any]) -> Any:
+    import numpy as np
+
+    if is_array(leaf) or (hasattr(leaf, "__array__") and hasattr(leaf, "dtype")):
+        array = np.asarray(leaf)
+        if array.dtype.hasobject:
+            raise _Unsaveable(f"an array of dtype {array.dtype} (objects are saved only by pickle)")
+        name = str(len(arrays))
+        arrays[name] = array
+        record: dict[str, Any] = {"array": name, "dtype": array.dtype.name}
+        if isinstance(leaf, np.generic):
+            record["scalar"] = True
+        return record
+    return {"value": _encode(leaf)}
+
+
+def _node_record(ntype: Any, data: Any, arity: int) -> dict[str, Any]:
+    kind = ntype.kind
+    if kind in ("list", "tuple", "none"):
+        return {"node": kind, "n": arity}
+    if kind in _DICT_KINDS:
+        keys = data[1] if kind == "defaultdict" else data
+        record = {"node": kind, "n": arity, "keys": [_encode(k) for k in keys]}
+        original = getattr(keys, "original", None)
+        if original is not None:
+            record["order"] = [_encode(k) for k in original]
+        if kind == "defaultdict":
+            record["factory"] = _encode(data[0])
+        return record
+    if ntype is NAMEDTUPLE:
+        return {"node": "namedtuple", "n": arity, "type": _ref(data)}
+    return {"node": "registered", "n": arity, "type": _ref(ntype.type), "data": _encode(data)}
+
+
+def _path_of_node(tree: Any, nodes: tuple[Node, ...], target: int) -> KeyPath:
+    """The key path of post-order node ``target`` (for error messages only)."""
+    path: list[Any] = []
+    at, node = len(nodes) - 1, tree
+    while at != target:
+        ntype = lookup(type(node))
+        assert ntype is not None
+        children, _, keys = ntype.flatten(node, True)
+        assert keys is not None
+        end = at - 1
+        for index in range(len(children) - 1, -1, -1):
+            start = end - nodes[end][4] + 1
+            if start <= target <= end:
+                path.append(keys[index])
+                node, at = children[index], end
+                break
+            end = start - 1
+    return tuple(path)
+
+
+def save(path: str | os.PathLike[str], tree: Any) -> None:
+    """Write ``tree`` to the ``.npz`` file ``path``, atomically; :func:`load` reads it back.
+
+    Keeps lists, tuples, ``None``, dicts with keys of any JSON-able type (in insertion order),
+    ``OrderedDict``, ``defaultdict``, namedtuples, registered dataclasses and other
+    registered nodes whose node data are numbers, strings, tuples, lists, dicts or
+    module-level classes and functions. Array leaves (numpy, jax: saved as numpy) are stored
+    as ``.npy`` members; numbers, strings and bytes in the structure record. Nothing is
+    pickled. The file is written to a temporary file in the same folder and renamed over
+    ``path`` only once complete: a crash or error leaves the old file (or none), never half
+    of a new one.
+
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     name = os.path.join(d, 'params.npz')
+    ...     save(name, {'layers': [(1, 2.5), None], 3: 'relu'})
+    ...     load(name)
+    {'layers': [(1, 2.5), None], 3: 'relu'}
+
+    Args:
+        path: The file to write (used as given: no suffix is added).
+        tree: Any pytree whose nodes and leaves are of the kinds above.
+
+    Raises:
+        TypeError: If a leaf or node data cannot be saved without pickle (an arbitrary
+            object, an object array, a class defined in a function); the message names its
+            key path. Nothing is written then.
+        OSError: If the file cannot be written.
+    """
+    import numpy as np
+
+    leaves, treedef, _ = flatten(tree)
+    nodes = treedef._nodes
+    arrays: dict[str, Any] = {}
+    records: list[Any] = []
+    leaf_index = 0
+    for at, (ntype, data, arity, _, _) in enumerate(nodes):
+        try:
+            if ntype is None:
+                records.append(_leaf_record(leaves[leaf_index], arrays))
+                leaf_index += 1
+            else:
+                records.append(_node_record(ntype, data, arity))
+        except _Unsaveable as exc:
+            what = "a leaf" if ntype is None else f"a {ntype.type.__qualname__} node"
+            where = _path_of_node(tree, nodes, at)
+            raise TypeError(
+                f"tree{keystr(where)}: expected {what} that saves without pickle, got {exc}"
+            ) from None
+    record = json.dumps({"format": _FORMAT, "version": _VERSION, "nodes": records}, allow_nan=True)
+    arrays[_RECORD] = np.frombuffer(record.encode("utf-8"), np.uint8)
+    target = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(target))
+    handle, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        os.unlink(temp)
+        raise
+
+
+# -- load -------------------------------------------------------------------------------------
+def read_npz(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The arrays in the ``.npz`` file ``path``, by member name, read without pickle.
+
+    Tells a file that is not a zip, or a damaged one (``not a valid .npz (zip) file: ...``)
+    from a pickle, or an array stored with pickle (:class:`PickleRefused`).
+
+    Raises:
+        PickleRefused: For a pickle, or an array stored with pickle.
+        ValueError: For a file that is not a zip, or a damaged one.
+        OSError: If the file cannot be read.
+    """
+    import numpy as np
+
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head[:1] == b"\x80":  # every pickle of protocol 2 or later starts so
+        raise PickleRefused(f"refusing to load a pickle file: {_PICKLE_WHY}")
+    if head not in (b"PK\x03\x04", b"PK\x05\x06"):
+        raise ValueError("not a valid .npz (zip) file: it does not start as a zip file does")
+    out: dict[str, Any] = {}
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            for key in data.files:
+                try:
+                    out[key] = data[key]
+                except ValueError as exc:
+                    if "allow_pickle" not in str(exc):
+                        raise
+                    raise PickleRefused(f"refusing to load array {key!r}, stored with pickle: {_PICKLE_WHY}") from None
+    except (zipfile.BadZipFile, EOFError, OSError) as exc:
+        if isinstance(exc, (FileNotFoundError, PermissionError)):
+            raise
+        raise ValueError(f"not a valid .npz (zip) file: {exc}") from None
+    return out
+
+
+def _rebuild(record: Any, arrays: dict[str, Any]) -> Any:
+    if not isinstance(record, dict) or record.get("format") != _FORMAT or type(record.get("nodes")) is not list:
+        raise ValueError("not a treekit.save structure record")
+    if record.get("version") != _VERSION:
+        raise ValueError(f"structure record version {record.get('version')!r}; this treekit reads {_VERSION}")
+    stack: list[Any] = []
+    for entry in record["nodes"]:
+        if "array" in entry:
+            value = arrays[entry["array"]]
+            if value.dtype.name != entry["dtype"]:
+                value = value.view(_dtype(entry["dtype"]))
+            stack.append(value[()] if entry.get("scalar") else value)
+            continue
+        if "value" in entry:
+            stack.append(_decode(entry["value"]))
+            continue
+        kind, n = entry["node"], entry["n"]
+        if type(n) is not int or not 0 <= n <= len(stack):
+            raise ValueError(f"a {kind} node with {n!r} children")
+        children = stack[len(stack) - n :]
+        del stack[len(stack) - n :]
+        stack.append(_node(kind, entry, children))
+    if len(stack) != 1:
+        raise ValueError(f"{len(stack)} trees, not one")
+    return stack[0]
+
+
+def _dtype(name: str) -> Any:
+    import numpy as np
+
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import importlib  # bfloat16, float8_*: jax's extra dtypes (ml_dtypes), stored as raw bytes by .npy
+
+        return np.dtype(getattr(importlib.import_module("ml_dtypes"), name))
+
+
+def _node(kind: str, entry: dict[str, Any], children: list[Any]) -> Any:
+    import collections
+
+    if kind == "list":
+        return children
+    if kind == "tuple":
+        return tuple(children)
+    if kind == "none":
+        return None
+    if kind in _DICT_KINDS:
+        keys = [_decode(k) for k in entry["keys"]]
+        out = dict(zip(keys, children))
+        if "order" in entry:
+            out = {k: out[k] for k in map(_decode, entry["order"])}
+        if kind == "ordereddict":
+            return collections.OrderedDict(out)
+        if kind == "defaultdict":
+            return collections.defaultdict(_decode(entry["factory"]), out)
+        return out
+    cls = _decode({"ref": entry["type"]})
+    if kind == "namedtuple":
+        return cls(*children)
+    ntype = lookup(cls)
+    if ntype is None or ntype.type is not cls:
+        raise ValueError(f"{entry['type'].replace(':', '.')} is not registered as a pytree node")
+    return ntype.unflatten(_decode(entry["data"]), children)
+
+
+def load(path: str | os.PathLike[str], like: Any = None) -> Any:
+    """The tree :func:`save` wrote to ``path``; with ``like``, checked against it.
+
+    Array leaves come back as numpy arrays (numpy scalars as numpy scalars). A ``.npz`` that
+    :func:`save` did not write (``numpy.savez``'s) loads as nested dicts, its keys split on
+    ``/`` (as ``params.unflatten_dict``). Nothing is unpickled and nothing is imported: the
+    modules defining the file's namedtuple and dataclass classes must be imported first (and
+    registered classes registered).
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     name = os.path.join(d, 'params.npz')
+    ...     save(name, {'w': np.zeros((2, 3), np.float32), 'b': np.zeros(3, np.float32)})
+    ...     load(name, like={'w': np.zeros((3, 3), np.float32), 'b': np.zeros(3)})
+    Traceback (most recent call last):
+    ...
+    treekit.StructureMismatchError: file['b']: expected dtype float64, got dtype float32
+    file['w']: expected shape (3, 3), got shape (2, 3)
+
+    Args:
+        path: A file written by :func:`save` (or any ``.npz``).
+        like: A tree the loaded one must match: structure, array shapes and dtypes, and
+            the types of other leaves (:func:`treekit.tree_diff`); ``None`` checks nothing.
+
+    Returns:
+        The tree.
+
+    Raises:
+        StructureMismatchError: If the tree differs from ``like``; labelled ``file``, its
+            ``path`` the first difference, its message every difference, one per line.
+        PickleRefused: If the file is a pickle or holds an array stored with pickle (a
+            ``ValueError``).
+        ValueError: If the file is not a zip or a damaged one, or its structure record is
+            damaged or names a class that is not defined now.
+        OSError: If the file cannot be read.
+    """
+    arrays = read_npz(path)
+    raw = arrays.pop(_RECORD, None)
+    if raw is None:
+        from treekit.params import unflatten_dict
+
+        tree = unflatten_dict(arrays)
+    else:
+        try:
+            record = json.loads(bytes(raw).decode("utf-8"))
+            tree = _rebuild(record, arrays)
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
+            raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({detail})") from None
+    if like is not None:
+        _check(tree, like)
+    return tree
+
+
+def _check(tree: Any, like: Any) -> None:
+    from treekit._checks import _texts
+
+    diff = tree_diff(like, tree)
+    if diff:
+        first = diff[0]
+        expected, got, detail, _ = _texts(first)
+        rest = "\n".join(d.line("file") for d in diff[1:]) or None
+        raise StructureMismatchError("file", first.path, expected, got, detail, rest)
