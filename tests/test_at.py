@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given
@@ -26,6 +26,7 @@ from treekit import (
     tree_set,
     tree_structure,
 )
+from treekit.params import flatten_dict
 
 
 def numbered(skeleton: Any) -> Any:
@@ -60,16 +61,47 @@ def test_set_replaces_exactly_one_leaf_and_keeps_the_input(skeleton: Any, data: 
 
 
 @given(skeletons, st.data())
-def test_at_many_paths_equals_sets_in_turn(skeleton: Any, data: st.DataObject) -> None:
+def test_at_many_nodes_equals_sets_in_turn(skeleton: Any, data: st.DataObject) -> None:
     tree = numbered(skeleton)
     paths = [p for p, _ in tree_leaves_with_path(tree)]
-    chosen = data.draw(st.lists(st.sampled_from(paths), min_size=1, max_size=3))
+    chosen = data.draw(st.lists(st.sampled_from(paths), min_size=1, max_size=3, unique=True))
     expected = tree
     for k, path in enumerate(chosen):
         expected = tree_set(expected, path, -k)
-    assert tree_at(tree, chosen, [-k for k in range(len(chosen))]) == expected
-    bumped = tree_at(tree, [keystr(p) for p in chosen], replace_fn=lambda x: x + 100)
-    assert tree_leaves(bumped) == [x + 100 * chosen.count(p) for p, x in tree_leaves_with_path(tree)]
+
+    def where(t: Any) -> tuple[Any, ...]:
+        return tuple(tree_get(t, p) for p in chosen)
+
+    assert tree_at(where, tree, [-k for k in range(len(chosen))]) == expected
+    bumped = tree_at(where, tree, replace_fn=lambda x: x + 100)
+    assert tree_leaves(bumped) == [x + 100 * (p in chosen) for p, x in tree_leaves_with_path(tree)]
+    path = chosen[0]
+    one = tree_at(lambda t: tree_get(t, path), tree, "new")
+    assert one == tree_at(path, tree, "new") == tree_at(keystr(path), tree, "new") == tree_set(tree, path, "new")
+
+
+@given(skeletons, st.sampled_from(["/", ".", "::"]))
+def test_every_path_form_reaches_every_leaf(skeleton: Any, sep: str) -> None:
+    tree = numbered(skeleton)
+    for path, leaf in tree_leaves_with_path(tree):
+        plain = tuple(_value(e) for e in path)
+        for spelling in [path, keystr(path), plain, list(plain)]:
+            assert tree_get(tree, spelling) == leaf
+    try:
+        flat = flatten_dict(tree, sep=sep)
+    except ValueError:  # two leaves with the same flat key: nothing to look up
+        return
+    for key, leaf in flat.items():
+        assert tree_get(tree, key, sep=sep) == leaf
+        assert tree_get(tree_set(tree, key, "new", sep=sep), key, sep=sep) == "new"
+
+
+
+_FIELD = {DictKey: "key", SequenceKey: "idx", GetAttrKey: "name", FlattenedIndexKey: "key"}
+
+
+def _value(entry: Any) -> Any:
+    return getattr(entry, _FIELD[type(entry)])
 
 
 class Opaque:
@@ -137,14 +169,27 @@ ERRORS = [
     ),
     (
         lambda: tree_get(PARAMS, "0.weights"),
-        "tree: expected a child 0.weights, got list of length 1\n"
-        'write key paths as keystr gives them, e.g. "[0][\'weights\']" or ".layers[1]"',
+        "tree: expected a child '0.weights', got list of length 1\n"
+        "write key paths as keystr gives them (\"[0]['weights']\", \".layers[1]\"), as flatten_dict's keys "
+        "('0/weights'), or as a tuple of keys ((0, 'weights'))",
     ),
+    (
+        lambda: tree_get(PARAMS, "0/weight"),
+        "tree[0]: expected a child 'weight', got dict with keys ['biases', 'weights']\n"
+        "write key paths as keystr gives them (\"[0]['weights']\", \".layers[1]\"), as flatten_dict's keys "
+        "('0/weights'), or as a tuple of keys ((0, 'weights'))",
+    ),
+    (
+        lambda: tree_get(PARAMS, [0, "biases", 0, 1]),
+        "tree[0]['biases'][0]: expected a node with a child [1], got leaf 0.5",
+    ),
+    (lambda: tree_get(PARAMS, (0, "w")), "tree[0]: expected a child ['w'], got dict with keys ['biases', 'weights']"),
     (
         lambda: tree_set(PARAMS, "[0].weights", 1),
         "tree[0]: expected a child .weights, got dict with keys ['biases', 'weights']",
     ),
-    (lambda: tree_at(PARAMS, ["[0]['biases']", "[1]"], [1, 2]), "tree: expected a child [1], got list of length 1"),
+    (lambda: tree_at("[1]", PARAMS, 2), "pytree: expected a child [1], got list of length 1"),
+    (lambda: tree_at((-2,), PARAMS, 2), "pytree: expected a child [-2], got list of length 1"),
 ]
 
 
@@ -155,10 +200,16 @@ def test_errors_name_the_deepest_existing_path(call: Any, message: str) -> None:
 
 
 TYPE_ERRORS = [
-    (lambda: tree_get(PARAMS, [0]), "tree: expected a key path (a tuple of key entries or a keystr string), got list"),
-    (lambda: tree_at(PARAMS, "[0]"), "tree_at: pass exactly one of replace and replace_fn"),
-    (lambda: tree_at(PARAMS, "[0]", 1, replace_fn=str), "tree_at: pass exactly one of replace and replace_fn"),
-    (lambda: tree_at(PARAMS, ["[0]", "[0]"], [1]), "replace: expected 2 values (one per path in where), got 1"),
+    (
+        lambda: tree_get(PARAMS, 0),
+        "path: expected a key path (a tuple of key entries or keys, a keystr string or a flatten_dict key), got int",
+    ),
+    (lambda: tree_at("[0]", PARAMS), "tree_at: pass exactly one of replace and replace_fn"),
+    (lambda: tree_at("[0]", PARAMS, 1, replace_fn=str), "tree_at: pass exactly one of replace and replace_fn"),
+    (
+        lambda: tree_at(lambda p: (p[0],), PARAMS, [1, 2]),
+        "replace: expected 1 values (one per node where returns), got 2",
+    ),
 ]
 
 
@@ -166,3 +217,118 @@ TYPE_ERRORS = [
 def test_type_errors(call: Any, message: str) -> None:
     with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
         call()
+
+
+# -- equinox's tree_at: where is a function of the tree, nodes found by identity ----------------
+def test_equinox_examples() -> None:
+    tree = [1, [2, {"a": 3, "b": 4}]]
+    assert tree_at(lambda t: t[1][1]["a"], tree, 5) == [1, [2, {"a": 5, "b": 4}]]
+    assert tree == [1, [2, {"a": 3, "b": 4}]]
+    assert tree_at(lambda t: t[1], tree, "x") == [1, "x"]  # a whole subtree
+    assert tree_at(lambda t: t, tree, "root") == "root"
+    assert tree_at(lambda t: [t[0], t[1][0]], tree, replace_fn=lambda x: -x) == [-1, [-2, {"a": 3, "b": 4}]]
+
+
+def test_model_surgery_on_a_registered_dataclass(registered: Any) -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Linear:
+        weight: Any
+        bias: Any
+
+    @dataclasses.dataclass
+    class MLP:
+        layers: list[Any]
+
+    registered(Linear, __import__("treekit").register_dataclass)
+    registered(MLP, __import__("treekit").register_dataclass)
+    mlp = MLP([Linear(1, 2), Linear(3, 4)])
+    out = tree_at(lambda m: m.layers[-1].weight, mlp, 30)
+    assert out == MLP([Linear(1, 2), Linear(30, 4)])
+    assert tree_at(lambda m: m.layers[-1], mlp, Linear(0, 0)) == MLP([Linear(1, 2), Linear(0, 0)])
+    assert tree_at(".layers[1].weight", mlp, 30) == tree_at(("layers", -1, "weight"), mlp, 30) == out
+
+
+WHERE_ERRORS = [
+    (
+        lambda: tree_at(lambda x: tuple(v for v in x if type(v) is int), [1, 2, "s", 3], replace_fn=str),
+        "where: expected a function of the structure of pytree, got one whose result depends on its leaves "
+        "(equinox's rule: select by position, e.g. lambda m: m.layers[-1].weight)",
+    ),
+    (lambda: tree_at(lambda t: 5, [1, 2], 0), "where(pytree): expected a node of pytree, got leaf 5"),
+    (
+        lambda: tree_at(lambda t: (t[0], [9]), [1, 2], (0, 0)),
+        "where(pytree)[1]: expected a node of pytree, got leaf [9]",
+    ),
+    (
+        lambda: tree_at(lambda t: t[0], (None, None, 1), True),
+        "where(pytree): expected one node of pytree, got one found at 2 places\n"
+        "a None is a node with no children and is shared: to select a None pass is_leaf=lambda x: x is None",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "message"), WHERE_ERRORS, ids=[m.splitlines()[0][:40] for _, m in WHERE_ERRORS])
+def test_where_errors(call: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_is_leaf_selects_a_none() -> None:
+    assert tree_at(lambda t: t[0], (None, None, 1), True, is_leaf=lambda x: x is None) == (True, None, 1)
+
+
+# -- linear in the path's length ------------------------------------------------------------------
+class CountingTuple(tuple):  # type: ignore[type-arg]
+    """A path that counts how it is read: by index (one step) or by slice (a copy of the rest)."""
+
+    reads: ClassVar[list[str]] = []
+
+    def __getitem__(self, i: Any) -> Any:
+        CountingTuple.reads.append("slice" if isinstance(i, slice) else "index")
+        return super().__getitem__(i)
+
+
+class CountingStr(str):
+    reads: ClassVar[list[str]] = []
+
+    def __getitem__(self, i: Any) -> Any:
+        CountingStr.reads.append("slice" if isinstance(i, slice) else "index")
+        return super().__getitem__(i)
+
+
+@pytest.mark.parametrize("depth", [10, 1000])
+def test_a_walk_reads_each_step_of_the_path_once(depth: int) -> None:
+    deep: Any = "leaf"
+    for _ in range(depth):
+        deep = [deep]
+    CountingTuple.reads.clear()
+    assert tree_get(deep, CountingTuple((0,) * depth)) == "leaf"
+    assert CountingTuple.reads == ["index"] * depth
+    for text in ["[0]" * depth, "/".join(["0"] * depth)]:
+        CountingStr.reads.clear()
+        assert tree_leaves(tree_set(deep, CountingStr(text), "new")) == ["new"]
+        assert CountingStr.reads.count("slice") == 0
+        assert CountingStr.reads.count("index") <= depth + 1  # a character looked at per step
+
+
+def test_one_hundred_thousand_deep_paths_in_every_form() -> None:
+    import subprocess
+    import sys
+
+    code = """
+import treekit
+depth = 100_000
+deep = 0
+for _ in range(depth):
+    deep = [deep]
+for path in [(0,) * depth, [0] * depth, "[0]" * depth, "/".join(["0"] * depth),
+             (treekit.SequenceKey(0),) * depth]:
+    assert treekit.tree_get(deep, path) == 0
+    assert treekit.tree_leaves(treekit.tree_set(deep, path, 1)) == [1]
+    assert treekit.tree_leaves(treekit.tree_at(path, deep, replace_fn=lambda x: x + 2)) == [2]
+print("ok")
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.stdout == "ok\n", run.stderr[-2000:]

@@ -1,10 +1,17 @@
-"""Functional reads and updates by key path: tree_get, tree_set, tree_at.
+"""Functional reads and updates by key path: tree_get, tree_set, and equinox's tree_at.
 
-A key path is a tuple of key entries (as ``tree_flatten_with_path`` gives them) or its
-``keystr`` string (``"[0]['weights']"``). Each step asks the node's registry entry for its
-children and their key entries, so every registered type works, including ones whose
-children only have a :class:`~treekit.FlattenedIndexKey` (written ``[<flat index 1>]`` or
-``[1]``). Public through :mod:`treekit.params`.
+A key path is accepted in every form treekit prints or makes:
+
+- a tuple of key entries, as ``tree_flatten_with_path`` gives them (jax's entries too);
+- their ``keystr`` (``"[0]['weights']"``, ``".layers[1]"``);
+- a key of :func:`treekit.params.flatten_dict` (``'0/weights'``, split on its ``sep``);
+- a tuple or list of plain keys (``('linear', 'b')``, ``['layers', 0, 'w']``, ``-1`` for a
+  sequence's last item), entries and plain keys mixed as you like.
+
+Each step asks the node's registry entry for its children and their key entries, so every
+registered type works, including ones whose children only have a
+:class:`~treekit.FlattenedIndexKey` (written ``[<flat index 1>]`` or ``[1]``). A walk is
+linear in the path's length: a string is read from a moving position, never re-sliced.
 """
 
 from __future__ import annotations
@@ -14,87 +21,152 @@ from collections.abc import Callable, Sequence
 from typing import Any, Union
 
 from treekit._errors import StructureMismatchError
-from treekit._keys import FlattenedIndexKey, KeyPath, SequenceKey
+from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, KeyPath, SequenceKey, _simple
 from treekit._registry import lookup
+from treekit._traverse import IsLeaf, flatten
 from treekit._treedef import _describe_value, _unflatten, describe
 
 __all__ = ["Path", "tree_at", "tree_get", "tree_set"]
 
-Path = Union[KeyPath, str]
-"""A key path: a tuple of key entries, or the ``keystr`` of one (``"[0]['weights']"``)."""
+Path = Union[KeyPath, str, Sequence[Any]]
+"""A key path: a tuple of key entries, its ``keystr``, a ``flatten_dict`` key, or a tuple or
+list of plain keys (see :func:`tree_get`)."""
 
 _TOKEN = re.compile(r"\[[^\]]*\]|\.[^.\[]*")
-_HINT = 'write key paths as keystr gives them, e.g. "[0][\'weights\']" or ".layers[1]"'
+_HINT = (
+    "write key paths as keystr gives them (\"[0]['weights']\", \".layers[1]\"), as flatten_dict's keys "
+    "('0/weights'), or as a tuple of keys ((0, 'weights'))"
+)
 _Frame = tuple[Any, list[Any], Any, int]  # (ntype, children, node data, index of the child taken)
 
 
-def _matches(entry: Any, key: Any) -> bool:
-    if entry == key or str(entry) == str(key):
-        return True
-    return type(key) is FlattenedIndexKey and type(entry) is SequenceKey and entry.idx == key.key
+def _value(entry: Any) -> Any:
+    """The plain key inside a key entry (``DictKey('w')`` -> ``'w'``); the entry itself else."""
+    kind = type(entry)
+    if kind is DictKey:
+        return entry.key
+    if kind is SequenceKey:
+        return entry.idx
+    if kind is GetAttrKey:
+        return entry.name
+    if kind is FlattenedIndexKey:
+        return entry.key
+    return entry
 
 
-def _string_match(rest: str, keys: Sequence[Any]) -> tuple[int, int]:
-    """The child whose key's string starts ``rest`` (longest wins); ``(index, length)`` or ``(-1, 0)``."""
-    best, best_len = -1, 0
+def _key_index(key: Any, keys: Sequence[Any]) -> int:
+    """The child whose key entry is ``key``, or whose plain key is ``key`` (same type first)."""
+    loose = -1
+    for i, entry in enumerate(keys):
+        if entry == key:
+            return i
+        value = _value(entry)
+        if value is not entry and value == key and type(key) is not bool:
+            if type(value) is type(key):
+                return i
+            if loose < 0:
+                loose = i
+    if loose >= 0:
+        return loose
+    if type(key) is int and key < 0 and keys and all(type(e) in (SequenceKey, FlattenedIndexKey) for e in keys):
+        return key + len(keys) if key + len(keys) >= 0 else -1  # from the end, as Python indexes
+    text = str(key)
+    for i, entry in enumerate(keys):  # another library's entries (jax's): the same keystr
+        if str(entry) == text:
+            return i
+        if type(key) is SequenceKey and type(entry) is FlattenedIndexKey and key.idx == entry.key:
+            return i
+    return -1
+
+
+def _keystr_index(text: str, pos: int, keys: Sequence[Any]) -> tuple[int, int]:
+    """The child whose keystr starts ``text`` at ``pos`` (longest wins): ``(index, end)`` or ``(-1, pos)``."""
+    best, best_end = -1, pos
     for i, key in enumerate(keys):
-        texts = [str(key)]
+        spellings = [str(key)]
         if type(key) is FlattenedIndexKey:
-            texts.append(f"[{key.key}]")
-        for text in texts:
-            n = len(text)
-            if n > best_len and rest.startswith(text) and (n == len(rest) or rest[n] in "[."):
-                best, best_len = i, n
-    return best, best_len
+            spellings.append(f"[{key.key}]")
+        for spelling in spellings:
+            end = pos + len(spelling)
+            if end > best_end and text.startswith(spelling, pos) and (end == len(text) or text[end] in "[."):
+                best, best_end = i, end
+    return best, best_end
 
 
-def _descend(tree: Any, path: Path, label: str) -> tuple[list[_Frame], Any]:
+def _simple_index(text: str, pos: int, keys: Sequence[Any], sep: str) -> tuple[int, int]:
+    """The child whose plain key, as ``flatten_dict`` writes it, starts ``text`` at ``pos`` and
+    ends at ``sep`` or the end (longest wins): ``(index, where the next key starts)``."""
+    best, best_end = -1, pos - 1
+    for i, key in enumerate(keys):
+        spelling = _simple(key)
+        end = pos + len(spelling)
+        if end > best_end and text.startswith(spelling, pos) and (end == len(text) or text.startswith(sep, end)):
+            best, best_end = i, end
+    if best < 0:
+        return -1, pos
+    return best, best_end + len(sep) if best_end < len(text) else best_end
+
+
+def _token(path: Any, pos: int, keystr_form: bool, sep: str) -> tuple[str, str | None]:
+    """The step of ``path`` at ``pos`` as an error message shows it, and a hint for strings."""
+    if keystr_form:
+        token_match = _TOKEN.match(path, pos)
+        return (token_match.group(0), None) if token_match else (path[pos:], _HINT)
+    if isinstance(path, str):
+        stop = path.find(sep, pos)
+        return repr(path[pos : stop if stop >= 0 else len(path)]), _HINT
+    key = path[pos]
+    return (f"[{key!r}]" if type(key) in (str, int) else str(key)), None
+
+
+def _descend(tree: Any, path: Any, label: str, sep: str) -> tuple[list[_Frame], Any]:
     """The nodes from the root to ``path`` (one frame per step) and the subtree there."""
-    if type(path) is not str and not isinstance(path, tuple):
+    is_str = isinstance(path, str)
+    if not is_str and not isinstance(path, (tuple, list)):
         raise TypeError(
-            f"{label}: expected a key path (a tuple of key entries or a keystr string), got {type(path).__name__}"
+            f"path: expected a key path (a tuple of key entries or keys, a keystr string or a "
+            f"flatten_dict key), got {type(path).__name__}"
         )
+    keystr_form = is_str and (not path or path[0] in "[.")
     frames: list[_Frame] = []
     done: list[Any] = []
     node = tree
-    rest: Any = path
-    while rest:
-        if type(rest) is str:
-            token_match = _TOKEN.match(rest)
-            token = token_match.group(0) if token_match else rest
-        else:
-            token = str(rest[0])
+    pos, end = 0, len(path)
+    while pos < end:
         ntype = lookup(type(node))
         if ntype is None:
+            token = _token(path, pos, keystr_form, sep)[0]
             raise StructureMismatchError(label, tuple(done), f"a node with a child {token}", _describe_value(node))
         children, data, keys = ntype.flatten(node, True)
         assert keys is not None
-        if type(rest) is str:
-            index, length = _string_match(rest, keys)
-            next_rest: Any = rest[length:]
+        if keystr_form:
+            index, next_pos = _keystr_index(path, pos, keys)
+        elif is_str:
+            index, next_pos = _simple_index(path, pos, keys, sep)
         else:
-            index = next((i for i, key in enumerate(keys) if _matches(rest[0], key)), -1)
-            next_rest = rest[1:]
+            index, next_pos = _key_index(path[pos], keys), pos + 1
         if index < 0:
-            hint = _HINT if type(rest) is str and not token_match else None
+            token, hint = _token(path, pos, keystr_form, sep)
             raise StructureMismatchError(
                 label, tuple(done), f"a child {token}", describe(ntype, data, len(children)), None, hint
             )
         frames.append((ntype, list(children), data, index))
         done.append(keys[index])
         node = children[index]
-        rest = next_rest
+        pos = next_pos
     return frames, node
 
 
-def tree_get(tree: Any, path: Path) -> Any:
+def tree_get(tree: Any, path: Path, *, sep: str = "/") -> Any:
     """The subtree of ``tree`` at ``path``.
 
-    >>> params = [{'weights': [[1.0]], 'biases': [0.5]}]
-    >>> tree_get(params, "[0]['biases']")
+    >>> params = {'layers': [{'w': [[1.0]], 'b': [0.5]}]}
+    >>> tree_get(params, "['layers'][0]['b']")
     [0.5]
+    >>> tree_get(params, 'layers/0/b'), tree_get(params, ('layers', 0, 'b')), tree_get(params, ['layers', -1, 'b'])
+    ([0.5], [0.5], [0.5])
     >>> from treekit import DictKey, SequenceKey
-    >>> tree_get(params, (SequenceKey(0), DictKey('weights'), SequenceKey(0)))
+    >>> tree_get(params, (DictKey('layers'), SequenceKey(0), DictKey('w'), SequenceKey(0)))
     [1.0]
 
     Departs from optax's ``tree_get(tree, key)``, which looks a leaf up by its name
@@ -102,20 +174,24 @@ def tree_get(tree: Any, path: Path) -> Any:
 
     Args:
         tree: Any pytree.
-        path: A tuple of key entries (those of :func:`treekit.tree_flatten_with_path`, or
-            any entries with the same ``str``), or their :func:`treekit.keystr`. ``()`` and
-            ``''`` are the root.
+        path: One of: a tuple of key entries (those of :func:`treekit.tree_flatten_with_path`,
+            or any entries with the same ``str``, as jax's); their :func:`treekit.keystr` (a
+            string starting with ``[`` or ``.``); a key of :func:`treekit.params.flatten_dict`
+            (any other string: plain keys joined by ``sep``); or a tuple or list of plain keys
+            (dict keys, sequence indices, negative ones too, attribute names), which may
+            mix in key entries. ``()``, ``[]`` and ``''`` are the root.
+        sep: What a ``flatten_dict`` key joins its keys with (its ``sep``).
 
     Returns:
         The subtree (or leaf) at ``path``, the very object in ``tree``.
 
     Raises:
         StructureMismatchError: If ``tree`` has nothing at ``path``; the message names the
-            deepest key path that exists, e.g. ``tree[0]: expected a child ['w'], got dict
-            with keys ['biases', 'weights']``.
-        TypeError: If ``path`` is neither a tuple nor a string.
+            deepest key path that exists, e.g. ``tree['layers'][0]: expected a child ['c'],
+            got dict with keys ['b', 'w']``.
+        TypeError: If ``path`` is not a tuple, list or string.
     """
-    return _descend(tree, path, "tree")[1]
+    return _descend(tree, path, "tree", sep)[1]
 
 
 def _rebuild(frames: list[_Frame], value: Any) -> Any:
@@ -125,7 +201,7 @@ def _rebuild(frames: list[_Frame], value: Any) -> Any:
     return value
 
 
-def tree_set(tree: Any, path: Path, value: Any) -> Any:
+def tree_set(tree: Any, path: Path, value: Any, *, sep: str = "/") -> Any:
     """A copy of ``tree`` with the subtree at ``path`` replaced by ``value``.
 
     Only the nodes on the way to ``path`` are rebuilt; every other subtree is shared with
@@ -134,6 +210,8 @@ def tree_set(tree: Any, path: Path, value: Any) -> Any:
     >>> params = [{'weights': [[1.0]], 'biases': [0.5]}]
     >>> tree_set(params, "[0]['biases']", [0.0])
     [{'weights': [[1.0]], 'biases': [0.0]}]
+    >>> tree_set(params, '0/biases', None)
+    [{'weights': [[1.0]], 'biases': None}]
     >>> params
     [{'weights': [[1.0]], 'biases': [0.5]}]
 
@@ -143,63 +221,140 @@ def tree_set(tree: Any, path: Path, value: Any) -> Any:
         tree: Any pytree.
         path: As in :func:`tree_get`.
         value: The new subtree (any value).
+        sep: As in :func:`tree_get`.
 
     Returns:
         The new tree.
 
     Raises:
         StructureMismatchError: If ``tree`` has nothing at ``path`` (as in :func:`tree_get`).
+        TypeError: If ``path`` is not a tuple, list or string.
     """
-    frames, _ = _descend(tree, path, "tree")
+    frames, _ = _descend(tree, path, "tree", sep)
     return _rebuild(frames, value)
 
 
 _MISSING: Any = object()
 
 
+class _Wrapped:
+    """A leaf made a unique object, so that ``where`` can name it by identity (as equinox does)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _unwrap(x: Any) -> Any:
+    return x.value if type(x) is _Wrapped else x
+
+
+def _where_paths(where: Callable[[Any], Any], pytree: Any, is_leaf: IsLeaf | None) -> tuple[list[KeyPath], bool]:
+    """The key paths of the nodes ``where(pytree)`` returns, and whether it returned one node."""
+    from treekit._ops import tree_map
+
+    plain = where(pytree)
+    wrapped = tree_map(_Wrapped, pytree, is_leaf=is_leaf)  # fresh nodes, unique leaves
+    picked = where(wrapped)
+    leaves_plain, structure_plain, _ = flatten(plain, is_leaf)
+    leaves_picked, structure_picked, _ = flatten(picked)
+    if structure_plain != structure_picked or any(
+        a is not _unwrap(b) for a, b in zip(leaves_plain, leaves_picked, strict=False)
+    ):
+        raise ValueError(
+            "where: expected a function of the structure of pytree, got one whose result depends on "
+            "its leaves (equinox's rule: select by position, e.g. lambda m: m.layers[-1].weight)"
+        )
+    single = not isinstance(picked, (tuple, list)) or any(x is picked for x in _nodes_of(wrapped, picked))
+    targets = [picked] if single else list(picked)
+    wanted = {id(t): k for k, t in enumerate(targets)}
+    found: list[list[KeyPath]] = [[] for _ in targets]
+    leaves, _, paths = flatten(wrapped, lambda x: id(x) in wanted, with_path=True)
+    assert paths is not None
+    for leaf, path in zip(leaves, paths, strict=True):
+        k = wanted.get(id(leaf))
+        if k is not None:
+            found[k].append(path)
+    out = []
+    for k, where_found in enumerate(found):
+        which = "where(pytree)" if single else f"where(pytree)[{k}]"
+        if not where_found:
+            raise ValueError(f"{which}: expected a node of pytree, got {_describe_value(_unwrap(targets[k]))}")
+        if len(where_found) > 1:
+            raise ValueError(
+                f"{which}: expected one node of pytree, got one found at {len(where_found)} places\n"
+                "a None is a node with no children and is shared: to select a None pass is_leaf=lambda x: x is None"
+            )
+        out.append(where_found[0])
+    return out, single
+
+
+def _nodes_of(tree: Any, target: Any) -> list[Any]:
+    """``[target]`` if ``target`` is a node (or leaf) of ``tree``, else ``[]`` (by identity)."""
+    leaves = flatten(tree, lambda x: x is target)[0]
+    return [x for x in leaves if x is target][:1]
+
+
 def tree_at(
-    tree: Any,
-    where: Path | list[Path],
+    where: Callable[[Any], Any] | Path,
+    pytree: Any,
     replace: Any = _MISSING,
+    replace_fn: Callable[[Any], Any] = _MISSING,
+    is_leaf: IsLeaf | None = None,
     *,
-    replace_fn: Callable[[Any], Any] | None = None,
+    sep: str = "/",
 ) -> Any:
-    """A copy of ``tree`` with the subtrees at one or more key paths replaced.
+    """A copy of ``pytree`` with the subtrees ``where`` selects replaced (equinox's ``tree_at``).
+
+    ``where`` is a function that takes the tree and returns the node to replace, or a tuple
+    or list of nodes, found in ``pytree`` by identity (equinox's semantics); or a key path in
+    any form :func:`tree_get` takes.
 
     >>> params = [{'w': 1.0, 'b': 0.0}, {'w': 2.0, 'b': 0.0}]
-    >>> tree_at(params, "[1]['w']", 5.0)
+    >>> tree_at(lambda p: p[1]['w'], params, 5.0)
     [{'w': 1.0, 'b': 0.0}, {'w': 5.0, 'b': 0.0}]
-    >>> tree_at(params, ["[0]['b']", "[1]['b']"], replace_fn=lambda b: b + 1)
+    >>> tree_at(lambda p: (p[0]['b'], p[1]['b']), params, replace_fn=lambda b: b + 1)
     [{'w': 1.0, 'b': 1.0}, {'w': 2.0, 'b': 1.0}]
-
-    Like equinox's ``tree_at(where, pytree, replace, replace_fn)`` with two departures: the
-    tree comes first, and ``where`` is a key path (or a list of them), not a function.
+    >>> tree_at("[1]['w']", params, 5.0) == tree_at('1/w', params, 5.0) == tree_at((1, 'w'), params, 5.0)
+    True
 
     Args:
-        tree: Any pytree.
-        where: One key path (a tuple of key entries or a keystr string, as in
-            :func:`tree_get`) or a list of them; they are replaced in list order, so a later
-            path may reach into a subtree an earlier one put in.
-        replace: The new subtree; with a list ``where``, a sequence of new subtrees, one per
-            path.
+        where: A function ``pytree -> node`` or ``pytree -> tuple/list of nodes``, which
+            must use only the structure of ``pytree``, not its leaves' values; or one key
+            path (as in :func:`tree_get`; a list is a path of keys, not a list of paths).
+        pytree: Any pytree; left as it was.
+        replace: The new subtree; when ``where`` returns a tuple or list, a sequence of new
+            subtrees, one per node.
         replace_fn: Instead of ``replace``: called on each old subtree, returns the new one.
+        is_leaf: As in :func:`treekit.tree_flatten`, for a function ``where``: pass
+            ``is_leaf=lambda x: x is None`` to select a ``None``.
+        sep: As in :func:`tree_get`, for a ``flatten_dict`` key.
 
     Returns:
-        The new tree; ``tree`` is left as it was.
+        The new tree; only the nodes on the way to the replaced ones are rebuilt.
 
     Raises:
-        TypeError: If both or neither of ``replace`` and ``replace_fn`` are given, or a list
-            ``where`` gets a ``replace`` of another length.
-        StructureMismatchError: If a path leads nowhere (as in :func:`tree_get`).
+        TypeError: If both or neither of ``replace`` and ``replace_fn`` are given, or
+            ``replace`` has another length than the nodes ``where`` returns (equinox raises
+            ``ValueError`` for these).
+        ValueError: If a function ``where`` depends on the leaves, or returns something that
+            is not a node of ``pytree``, or a node found at more than one place.
+        StructureMismatchError: If a path leads nowhere (as in :func:`tree_get`), labelled
+            ``pytree``.
     """
-    if (replace is _MISSING) == (replace_fn is None):
+    if (replace is _MISSING) == (replace_fn is _MISSING):
         raise TypeError("tree_at: pass exactly one of replace and replace_fn")
-    paths = where if isinstance(where, list) else [where]
-    if replace_fn is None:
-        values = list(replace) if isinstance(where, list) else [replace]
+    paths: list[Any] = [where]
+    single = True
+    if callable(where):
+        found, single = _where_paths(where, pytree, is_leaf)
+        paths = list(found)
+    if replace_fn is _MISSING:
+        values = [replace] if single else list(replace)
         if len(values) != len(paths):
-            raise TypeError(f"replace: expected {len(paths)} values (one per path in where), got {len(values)}")
+            raise TypeError(f"replace: expected {len(paths)} values (one per node where returns), got {len(values)}")
     for k, path in enumerate(paths):
-        frames, old = _descend(tree, path, "tree")
-        tree = _rebuild(frames, replace_fn(old) if replace_fn is not None else values[k])
-    return tree
+        frames, old = _descend(pytree, path, "pytree", sep)
+        pytree = _rebuild(frames, replace_fn(old) if replace_fn is not _MISSING else values[k])
+    return pytree
