@@ -227,6 +227,7 @@ def test_equinox_examples() -> None:
     assert tree_at(lambda t: t[1], tree, "x") == [1, "x"]  # a whole subtree
     assert tree_at(lambda t: t, tree, "root") == "root"
     assert tree_at(lambda t: [t[0], t[1][0]], tree, replace_fn=lambda x: -x) == [-1, [-2, {"a": 3, "b": 4}]]
+    assert tree_at(lambda t: (t[1], t[1]), tree, ("x", "y")) == [1, "y"]  # the same node twice: the last wins
 
 
 def test_model_surgery_on_a_registered_dataclass(registered: Any) -> None:

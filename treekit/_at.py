@@ -268,13 +268,14 @@ def _where_paths(where: Callable[[Any], Any], pytree: Any, is_leaf: IsLeaf | Non
         )
     single = not isinstance(picked, (tuple, list)) or any(x is picked for x in _nodes_of(wrapped, picked))
     targets = [picked] if single else list(picked)
-    wanted = {id(t): k for k, t in enumerate(targets)}
+    wanted: dict[int, list[int]] = {}
+    for k, target in enumerate(targets):
+        wanted.setdefault(id(target), []).append(k)
     found: list[list[KeyPath]] = [[] for _ in targets]
     leaves, _, paths = flatten(wrapped, lambda x: id(x) in wanted, with_path=True)
     assert paths is not None
     for leaf, path in zip(leaves, paths, strict=True):
-        k = wanted.get(id(leaf))
-        if k is not None:
+        for k in wanted.get(id(leaf), ()):
             found[k].append(path)
     out = []
     for k, where_found in enumerate(found):
