@@ -101,13 +101,11 @@ def test_bad_arguments(argv: list[str], message: str, capsys: pytest.CaptureFixt
 def test_demo_prints_the_param_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--steps", "2", "--backend", "numpy", "--widths", "1,4,1", "--learning-rate", "0.01"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[2:8] == [
-        "  path            shape   dtype    size  bytes",
-        "  [0]['biases']   (4,)    float32     4     16",
-        "  [0]['weights']  (1, 4)  float32     4     16",
-        "  [1]['biases']   (1,)    float32     1      4",
-        "  [1]['weights']  (4, 1)  float32     4     16",
-        "  total           4 arrays           13     52",
+    assert lines[2:6] == [  # one row per layer (summary's depth=1), with its subtotals
+        "  path   shape     dtype    size  bytes",
+        "  [0]    2 arrays  float32     8     32",
+        "  [1]    2 arrays  float32     5     20",
+        "  total  4 arrays             13     52",
     ]
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from param_trees import array_trees, skeletons
 
 import treekit
+import treekit as tk
 from treekit import StructureMismatchError, keystr, tree_leaves, tree_leaves_with_path, tree_map, tree_structure
 from treekit.params import (
     adam,
@@ -408,3 +409,42 @@ def test_lazy_reexports_from_treekit() -> None:
     assert {"partition", "combine", "tree_random_like"} <= set(dir(treekit))
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
         treekit.nothing  # noqa: B018
+
+
+# -- filters for partition --------------------------------------------------------------------------
+FILTERED = [
+    # (leaf, is_array, is_inexact_array)
+    (np.zeros(2, np.float32), True, True),
+    (np.zeros((), np.complex64), True, True),
+    (np.float64(1.5), True, True),
+    (np.zeros(2, np.int32), True, False),
+    (np.zeros(2, np.bool_), True, False),
+    (1.5, False, False),
+    (3, False, False),
+    ("relu", False, False),
+    (None, False, False),
+]
+
+
+@pytest.mark.parametrize(("leaf", "array", "inexact"), FILTERED, ids=lambda v: repr(v)[:20])
+def test_filters(leaf: Any, array: bool, inexact: bool) -> None:
+    assert tk.is_array(leaf) is array
+    assert tk.is_inexact_array(leaf) is inexact
+
+
+def test_filters_on_jax_values_and_under_jit() -> None:
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    assert tk.is_inexact_array(jnp.zeros(2, jnp.bfloat16)) and not tk.is_inexact_array(jnp.zeros(2, jnp.int8))
+    assert not tk.is_array(jax.ShapeDtypeStruct((2,), jnp.float32))  # no data: not an array
+    seen = []
+    jax.jit(lambda x: seen.append((tk.is_array(x), tk.is_inexact_array(x))) or x)(jnp.ones(2))
+    assert seen == [(True, True)]
+
+
+def test_partition_with_the_filters_trains_floats_only() -> None:
+    params = {"w": np.ones((2, 2)), "step": np.array(3), "act": "relu"}
+    trained, rest = tk.partition(params, tk.is_inexact_array)
+    assert trained == {"w": params["w"], "step": None, "act": None}
+    assert rest["step"] is params["step"] and rest["w"] is None
+    assert tk.partition(params, tk.is_array)[1] == {"w": None, "step": None, "act": "relu"}

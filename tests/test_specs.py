@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import treekit as tk
 from treekit import ShapeDtype
 
-f32, i32, i64 = np.float32, np.int32, np.int64
+f32, i32, i64, u8 = np.float32, np.int32, np.int64, np.uint8
 
 
 def test_shape_dtype_keeps_dtype_names() -> None:
@@ -54,10 +54,11 @@ class SpecCase:
     tree: Any
     spec: Any
     problems: list[str]
-    dims: dict[str, int] = dataclasses.field(default_factory=dict)
+    dims: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 SPEC = {"x": ShapeDtype(("batch", 3), "f32"), "y": ShapeDtype(("batch",), "i32")}
+BATCH = {"image": ShapeDtype(("*batch", 28, 28), "u8"), "label": ShapeDtype(("*batch",), "i64")}  # an HF batch
 SPEC_CASES = [
     SpecCase("matches", {"x": np.zeros((8, 3), f32), "y": np.zeros(8, i32)}, SPEC, [], {"batch": 8}),
     SpecCase(
@@ -109,6 +110,47 @@ SPEC_CASES = [
         ["tree[2]: expected shape (m, m), got shape (2, 2) (dim 0 is 2, but m is 3 at tree[0]; dim 1 is 2, but m is 3 "
          "at tree[0])"],
     ),
+    SpecCase(
+        "a *batch dim: an HF dataset batch",
+        {"image": np.zeros((32, 28, 28), u8), "label": np.zeros(32, i64)},
+        BATCH,
+        [],
+        {"*batch": (32,)},
+    ),
+    SpecCase(
+        "a *batch dim may be empty or several dims",
+        [
+            {"image": np.zeros((28, 28), u8), "label": np.zeros((), i64)},
+            {"image": np.zeros((4, 8, 28, 28), u8), "label": np.zeros((4, 8), i64)},
+        ],
+        [BATCH, {"image": ShapeDtype(("*b", 28, 28), "u8"), "label": ShapeDtype(("*b",), "i64")}],
+        [],
+        {"*batch": (), "*b": (4, 8)},
+    ),
+    SpecCase(
+        "a *batch dim binds across leaves",
+        {"image": np.zeros((32, 28, 28), u8), "label": np.zeros((4, 8), i64)},
+        BATCH,
+        [
+            "tree['label']: expected i64[*batch], got i64[4,8] (dims 0-1 are (4, 8), but *batch is (32,) at "
+            "tree['image'])"
+        ],
+    ),
+    SpecCase(
+        "a *batch dim reports a missing run and the fixed dims after it",
+        {"image": np.zeros((32, 28, 27), u8), "label": np.zeros((), i64)},
+        BATCH,
+        [
+            "tree['image']: expected u8[*batch,28,28], got u8[32,28,27] (dim 2 is 27, not 28)",
+            "tree['label']: expected i64[*batch], got i64[] (no dims at 0, but *batch is (32,) at tree['image'])",
+        ],
+    ),
+    SpecCase(
+        "... takes any dims, leaf by leaf",
+        [np.zeros((2, 3), f32), np.zeros((5, 1, 3), f32), np.zeros(3, f32), np.zeros((), f32)],
+        [ShapeDtype((..., 3))] * 3 + [ShapeDtype(("batch", ...))],
+        ["tree[3]: expected shape (batch, ...), got shape () (rank 0, not at least 1)"],
+    ),
 ]
 
 
@@ -121,6 +163,27 @@ def test_check_spec(case: SpecCase) -> None:
     message = f"tree does not match the spec: {count}\n" + "\n".join(case.problems)
     with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
         tk.check_spec(case.tree, case.spec)
+
+
+def test_variadic_dims_show_and_are_checked() -> None:
+    assert str(ShapeDtype(("*batch", 28, 28), "u8")) == "u8[*batch,28,28]"
+    assert str(ShapeDtype(("batch", ...), None)) == "?[batch,...]"
+    assert ShapeDtype(("batch", ...)).shape == ("batch", ...)
+    with pytest.raises(ValueError, match=re.escape("shape: expected at most one variadic dim ('*name' or ...), got")):
+        ShapeDtype(("*a", ...))
+    with pytest.raises(ValueError, match=re.escape("shape[1]: expected an int >= 0, a name, None or ..., got 2.5")):
+        ShapeDtype((1, 2.5))
+    assert ShapeDtype((np.int64(3),)).shape == (3,)
+    tk.assert_tree_shapes({"x": np.zeros((5, 2, 3))}, {"x": (..., 3)})
+
+
+@given(st.lists(st.integers(1, 4), max_size=3).map(tuple), st.integers(1, 3))
+def test_a_batch_of_any_rank_matches_star_batch(batch: tuple[int, ...], width: int) -> None:
+    tree = {"image": np.zeros((*batch, 28, 28), u8), "label": np.zeros(batch, i64)}
+    assert tk.check_spec(tree, BATCH) == {"*batch": batch}
+    wrong = {"image": tree["image"], "label": np.zeros((*batch, width), i64)}
+    with pytest.raises(ValueError, match=re.escape(f"but *batch is {batch} at tree['image']")):
+        tk.check_spec(wrong, BATCH)
 
 
 def test_check_spec_refuses_spec_leaves_without_shape_and_dtype() -> None:

@@ -24,7 +24,6 @@ from treekit._core import backend as backend
 from treekit._errors import StructureMismatchError as StructureMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
 from treekit._format import format_tree as format_tree
-from treekit._format import summary as summary
 from treekit._io import PickleRefused as PickleRefused
 from treekit._io import load as load
 from treekit._io import save as save
@@ -72,6 +71,7 @@ from treekit._specs import ShapeDtype as ShapeDtype
 from treekit._specs import assert_tree_shapes as assert_tree_shapes
 from treekit._specs import check_spec as check_spec
 from treekit._specs import tree_spec as tree_spec
+from treekit._summary import summary as summary
 from treekit._tree_math import tree_add as tree_add
 from treekit._tree_math import tree_add_scale as tree_add_scale
 from treekit._tree_math import tree_axpy as tree_axpy
@@ -103,6 +103,8 @@ from treekit._treedef import TreeDef as TreeDef
 
 if _typing.TYPE_CHECKING:
     from treekit.params import combine as combine
+    from treekit.params import is_array as is_array
+    from treekit.params import is_inexact_array as is_inexact_array
     from treekit.params import partition as partition
     from treekit.params import tree_random_like as tree_random_like
     from treekit.params import tree_stack as tree_stack
@@ -110,7 +112,15 @@ if _typing.TYPE_CHECKING:
 
 # Re-exported from treekit.params on first use (PEP 562): that module imports numpy, and
 # `import treekit` must not.
-_FROM_PARAMS = ("combine", "partition", "tree_random_like", "tree_stack", "tree_unstack")
+_FROM_PARAMS = (
+    "combine",
+    "is_array",
+    "is_inexact_array",
+    "partition",
+    "tree_random_like",
+    "tree_stack",
+    "tree_unstack",
+)
 
 
 def __getattr__(name: str) -> _typing.Any:
@@ -157,6 +167,8 @@ __all__ = [
     "flatten_one_level",
     "flatten_one_level_with_keys",
     "format_tree",
+    "is_array",
+    "is_inexact_array",
     "is_tree_node",
     "keystr",
     "load",

@@ -85,7 +85,7 @@ def _demo(args: argparse.Namespace) -> int:
     y = x**2 if widths[0] == widths[-1] else np.repeat(x[:, :1] ** 2, widths[-1], axis=1)
     print(f"treekit demo: MLP {widths} learns y = x**2 on 128 points with Adam (learning rate {args.learning_rate})")
     print(f"backend: {backend}" + (" (jax.jit)" if backend == "jax" else " (hand-written backward pass)"))
-    print(textwrap.indent(summary(params), "  "))
+    print(textwrap.indent(summary(params, depth=1), "  "))
 
     opt = adam(args.learning_rate)
     to_backend, step = (_jax_trainer if backend == "jax" else _numpy_trainer)(opt, x, y)

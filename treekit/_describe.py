@@ -63,10 +63,14 @@ def short_dtype(dtype: Any) -> str:
     return _SHORT.get(name, name)
 
 
+def _dim_text(dim: Any) -> str:
+    return "?" if dim is None else "..." if dim is Ellipsis else str(dim)
+
+
 def describe_leaf(x: Any, width: int = 60) -> str:
     """A leaf in a few characters: arrays as ``f32[4,4]`` (never their contents), others by ``repr``.
 
-    A ``None`` dtype or dim (in a spec) shows as ``?``.
+    A ``None`` dtype or dim (in a spec) shows as ``?``, an ``...`` dim as ``...``.
 
     >>> import numpy as np
     >>> describe_leaf(np.zeros((4, 4), np.float32)), describe_leaf(np.int64(3)), describe_leaf('relu')
@@ -76,6 +80,6 @@ def describe_leaf(x: Any, width: int = 60) -> str:
     """
     if is_array(x):
         dtype = "?" if x.dtype is None else short_dtype(x.dtype)
-        return f"{dtype}[{','.join('?' if d is None else str(d) for d in x.shape)}]"
+        return f"{dtype}[{','.join(_dim_text(d) for d in x.shape)}]"
     text = repr(x)
     return text if len(text) <= width else text[: width - 3] + "..."

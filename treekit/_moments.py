@@ -1,21 +1,25 @@
-"""The tree arithmetic of optimizer states: moment averages, bias correction, a saturating count.
+"""The tree arithmetic of optimizer states: moment averages, bias correction, a saturating
+count, and mapping over the params-shaped parts of a state.
 
 optax.tree_utils' ``tree_update_moment``, ``tree_update_moment_per_elem_norm``,
-``tree_update_infinity_moment`` and ``tree_bias_correction``, with optax's operations in
+``tree_update_infinity_moment``, ``tree_bias_correction`` and ``tree_map_params``, with optax's operations in
 optax's order (so jax results are bit-equal), on numpy arrays too. ``None`` in the updates
 (a frozen leaf) stays ``None``. Public through :mod:`treekit.optim`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from treekit._ops import tree_map
+from treekit._registry import register_pytree_node
 from treekit._tree_math import loaded_jax, namespace
 
 __all__ = [
     "safe_increment",
     "tree_bias_correction",
+    "tree_map_params",
     "tree_update_infinity_moment",
     "tree_update_moment",
     "tree_update_moment_per_elem_norm",
@@ -172,3 +176,56 @@ def tree_bias_correction(moment: Any, decay: Any, count: Any) -> Any:
     if "bias" not in _JITTED:
         _JITTED["bias"] = jax.jit(_bias_correction, inline=True)
     return _JITTED["bias"](moment, decay, count)
+
+
+class _ParamsPlaceholder:
+    """Stands for the params in :func:`tree_map_params`: a node without leaves."""
+
+
+register_pytree_node(_ParamsPlaceholder, lambda x: ((), None), lambda _, __: _ParamsPlaceholder())
+
+
+def tree_map_params(
+    initable: Any,
+    f: Callable[..., Any],
+    state: Any,
+    /,
+    *rest: Any,
+    transform_non_params: Callable[..., Any] | None = None,
+    is_leaf: Callable[[Any], bool] | None = None,
+) -> Any:
+    """``f`` over every params-shaped tree inside an optimizer state (optax's signature):
+    e.g. to give the moments the params' sharding, or to cast them.
+
+    >>> import numpy as np
+    >>> from treekit.optim import adam
+    >>> params = {'w': np.zeros(2)}
+    >>> opt = adam(0.1)
+    >>> state = tree_map_params(opt, lambda x: x.astype(np.float32), opt.init(params))
+    >>> state[0].mu['w'].dtype, state[0].count.dtype
+    (dtype('float32'), dtype('int32'))
+
+    Args:
+        initable: The optimizer (anything with ``init``) or its ``init`` function.
+        f: Called per params leaf, with the matching leaves of ``rest``.
+        state: A state of that optimizer.
+        *rest: Trees of the params' structure.
+        transform_non_params: Called on every other leaf of the state (the counts); ``None``
+            keeps them.
+        is_leaf: As in :func:`~treekit.tree_map`, for the params trees.
+
+    Returns:
+        A state of ``state``'s structure.
+    """
+    placeholder = _ParamsPlaceholder()
+    init = initable.init if hasattr(initable, "init") else initable
+    with_placeholders = init(placeholder)
+
+    def map_params(maybe_placeholder: Any, value: Any) -> Any:
+        if isinstance(maybe_placeholder, _ParamsPlaceholder):
+            return tree_map(f, value, *rest, is_leaf=is_leaf)
+        if transform_non_params is not None:
+            return transform_non_params(value)
+        return value
+
+    return tree_map(map_params, with_placeholders, state, is_leaf=lambda v: isinstance(v, _ParamsPlaceholder))

@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, TextIO
 
-from treekit._format import summary
+from treekit._summary import summary
 from treekit.params import unflatten_dict
 
 __all__ = ["load_tree", "show"]

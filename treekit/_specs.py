@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
+from types import EllipsisType
 from typing import Any, Union
 
 from treekit._checks import Difference, align
-from treekit._describe import _SHORT, describe_leaf, dtype_name, is_array
+from treekit._describe import _SHORT, _dim_text, describe_leaf, dtype_name, is_array
 from treekit._errors import _format
 from treekit._keys import KeyPath, keystr
 from treekit._ops import tree_map
@@ -14,8 +16,10 @@ from treekit._traverse import IsLeaf, flatten
 
 __all__ = ["Dim", "ShapeDtype", "assert_tree_shapes", "check_spec", "tree_spec"]
 
-Dim = Union[int, str, None]
-"""One dimension of a spec: a size, a name that must agree across leaves, or ``None`` (any)."""
+Dim = Union[int, str, None, EllipsisType]
+"""One dimension of a spec: a size, a name that must agree across leaves, ``None`` (any size),
+or a variadic dim standing for any number of dims: ``'*name'`` (the same dims in every leaf
+that has it) or ``...`` (any dims, leaf by leaf). A shape has at most one variadic dim."""
 
 _LONG = {short: long for long, short in _SHORT.items()}
 
@@ -43,17 +47,42 @@ class ShapeDtype:
     >>> spec = ShapeDtype(('batch', None, 3), 'f32')
     >>> spec, str(spec)
     (ShapeDtype(shape=('batch', None, 3), dtype='float32'), 'f32[batch,?,3]')
+
+    Variadic dims stand for any number of dims: ``'*batch'`` for the same leading dims in
+    every leaf (an HF dataset's batch, ``{'image': (B, 28, 28), 'label': (B,)}``, or one with
+    no batch dim at all), ``...`` for any dims, leaf by leaf:
+
+    >>> str(ShapeDtype(('*batch', 28, 28), 'u8')), str(ShapeDtype((..., 3)))
+    ('u8[*batch,28,28]', '?[...,3]')
+
+    Raises:
+        ValueError: If a dim is none of an int >= 0, a str, ``None`` or ``...``, or a shape
+            has more than one variadic dim.
     """
 
     shape: tuple[Dim, ...]
     dtype: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(self.shape))
+        shape = tuple(self.shape)
+        for axis, dim in enumerate(shape):
+            if not (dim is None or dim is Ellipsis or isinstance(dim, str) or _is_size(dim)):
+                raise ValueError(f"shape[{axis}]: expected an int >= 0, a name, None or ..., got {dim!r}")
+        if sum(map(_is_variadic, shape)) > 1:
+            raise ValueError(f"shape: expected at most one variadic dim ('*name' or ...), got {shape!r}")
+        object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", _canonical_dtype(self.dtype))
 
     def __str__(self) -> str:
         return describe_leaf(self)
+
+
+def _is_size(dim: Any) -> bool:
+    return isinstance(dim, numbers.Integral) and not isinstance(dim, bool) and int(dim) >= 0
+
+
+def _is_variadic(dim: Any) -> bool:
+    return dim is Ellipsis or (isinstance(dim, str) and dim.startswith("*"))
 
 
 def _not_array(label: str, path: KeyPath, x: Any) -> str:
@@ -91,7 +120,7 @@ def _count(n: int, one: str, many: str) -> str:
 
 
 def _shape_text(shape: tuple[Any, ...]) -> str:
-    dims = ["?" if d is None else str(d) for d in shape]
+    dims = [_dim_text(d) for d in shape]
     return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
 
 
@@ -123,22 +152,47 @@ def _spec_problems(tree: Any, spec: Any, is_leaf: IsLeaf | None, spec_label: str
         words = []
         if want.dtype is not None and dtype_name(x.dtype) != want.dtype:
             words.append(f"dtype {dtype_name(x.dtype)}, not {want.dtype}")
-        if len(got) != len(want.shape):
-            words.append(f"rank {len(got)}, not {len(want.shape)}")
-        else:
-            for axis, (size, dim) in enumerate(zip(got, want.shape)):
-                if dim is None:
-                    continue
-                if isinstance(dim, str):
-                    first = bound.setdefault(dim, (size, path))
-                    if first[0] != size:
-                        words.append(f"dim {axis} is {size}, but {dim} is {first[0]} at tree{keystr(first[1])}")
-                elif size != dim:
-                    words.append(f"dim {axis} is {size}, not {dim}")
+        words += _dim_problems(got, want.shape, path, bound)
         if words:
             got_text = describe_leaf(x) if want.dtype is not None else f"shape {_shape_text(got)}"
             lines.append(_format("tree", path, expected, got_text, "; ".join(words), None))
     return lines, {name: size for name, (size, _) in bound.items()}
+
+
+def _dim_problems(
+    got: tuple[int, ...], shape: tuple[Any, ...], path: KeyPath, bound: dict[str, tuple[Any, KeyPath]]
+) -> list[str]:
+    """How the shape ``got`` fails ``shape`` (binding named dims in ``bound``), in words."""
+    variadic = next((axis for axis, dim in enumerate(shape) if _is_variadic(dim)), None)
+    if variadic is None:
+        if len(got) != len(shape):
+            return [f"rank {len(got)}, not {len(shape)}"]
+        pairs = list(enumerate(zip(got, shape)))
+    else:
+        fixed = len(shape) - 1
+        if len(got) < fixed:
+            return [f"rank {len(got)}, not at least {fixed}"]
+        after = len(got) - (fixed - variadic)  # the first axis after the variadic dims
+        pairs = [(axis, (got[axis], shape[axis])) for axis in range(variadic)]
+        pairs += [(after + k, (got[after + k], dim)) for k, dim in enumerate(shape[variadic + 1 :])]
+    words = []
+    if variadic is not None and shape[variadic] is not Ellipsis:
+        name, dims = shape[variadic], got[variadic:after]
+        first = bound.setdefault(name, (dims, path))
+        if first[0] != dims:
+            where = f"dim {variadic}" if len(dims) == 1 else f"dims {variadic}-{after - 1}"
+            where = f"no dims at {variadic}" if not dims else f"{where} {'is' if len(dims) == 1 else 'are'} {dims}"
+            words.append(f"{where}, but {name} is {first[0]} at tree{keystr(first[1])}")
+    for axis, (size, dim) in pairs:
+        if dim is None:
+            continue
+        if isinstance(dim, str):
+            first = bound.setdefault(dim, (size, path))
+            if first[0] != size:
+                words.append(f"dim {axis} is {size}, but {dim} is {first[0]} at tree{keystr(first[1])}")
+        elif size != dim:
+            words.append(f"dim {axis} is {size}, not {dim}")
+    return words
 
 
 def check_spec(tree: Any, spec: Any, *, is_leaf: IsLeaf | None = None) -> dict[str, Any]:
@@ -164,8 +218,18 @@ def check_spec(tree: Any, spec: Any, *, is_leaf: IsLeaf | None = None) -> dict[s
         spec: The tree of specs; its structure is the reference.
         is_leaf: Applies to ``tree``, as in :func:`treekit.tree_flatten`.
 
+    A variadic ``'*name'`` dim matches the same run of dims in every leaf (its value is a
+    tuple, under the key ``'*name'``), ``...`` any dims:
+
+    >>> batch = {'image': ShapeDtype(('*batch', 28, 28), 'u8'), 'label': ShapeDtype(('*batch',), 'i64')}
+    >>> check_spec({'image': np.zeros((32, 28, 28), np.uint8), 'label': np.zeros(32, np.int64)}, batch)
+    {'*batch': (32,)}
+    >>> check_spec({'image': np.zeros((28, 28), np.uint8), 'label': np.zeros((), np.int64)}, batch)
+    {'*batch': ()}
+
     Returns:
-        A dict from each named dim of ``spec`` to the size it has in ``tree``.
+        A dict from each named dim of ``spec`` to the size it has in ``tree`` (a tuple of sizes
+        for a ``'*name'`` dim).
 
     Raises:
         ValueError: Listing every problem, one line per key path: structural differences,
@@ -180,7 +244,9 @@ def check_spec(tree: Any, spec: Any, *, is_leaf: IsLeaf | None = None) -> dict[s
 
 
 def _is_shape(x: Any) -> bool:
-    return type(x) is tuple and all(d is None or (isinstance(d, (int, str)) and not isinstance(d, bool)) for d in x)
+    return type(x) is tuple and all(
+        d is None or d is Ellipsis or (isinstance(d, (int, str)) and not isinstance(d, bool)) for d in x
+    )
 
 
 def assert_tree_shapes(tree: Any, shapes_tree: Any, *, is_leaf: IsLeaf | None = None) -> None:

@@ -26,13 +26,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple, Union
 
+from treekit._moments import _ParamsPlaceholder
 from treekit._moments import safe_increment as safe_increment
 from treekit._moments import tree_bias_correction as tree_bias_correction
+from treekit._moments import tree_map_params as tree_map_params
 from treekit._moments import tree_update_infinity_moment as tree_update_infinity_moment
 from treekit._moments import tree_update_moment as tree_update_moment
 from treekit._moments import tree_update_moment_per_elem_norm as tree_update_moment_per_elem_norm
 from treekit._ops import tree_leaves, tree_map
-from treekit._registry import register_pytree_node
 from treekit._traverse import flatten
 from treekit._tree_math import loaded_jax, namespace, tree_cast, tree_cast_like, tree_zeros_like
 from treekit._tree_reduce import tree_norm
@@ -593,55 +594,3 @@ def apply_updates(params: Any, updates: Any) -> Any:
             new = xp.asarray(new).astype(xp.asarray(p).dtype)
         out.append(new)
     return treedef._build(out)
-
-
-class _ParamsPlaceholder:
-    """Stands for the params in :func:`tree_map_params`: a node without leaves."""
-
-
-register_pytree_node(_ParamsPlaceholder, lambda x: ((), None), lambda _, __: _ParamsPlaceholder())
-
-
-def tree_map_params(
-    initable: Any,
-    f: Callable[..., Any],
-    state: Any,
-    /,
-    *rest: Any,
-    transform_non_params: Callable[..., Any] | None = None,
-    is_leaf: Callable[[Any], bool] | None = None,
-) -> Any:
-    """``f`` over every params-shaped tree inside an optimizer state (optax's signature):
-    e.g. to give the moments the params' sharding, or to cast them.
-
-    >>> import numpy as np
-    >>> params = {'w': np.zeros(2)}
-    >>> opt = adam(0.1)
-    >>> state = tree_map_params(opt, lambda x: x.astype(np.float32), opt.init(params))
-    >>> state[0].mu['w'].dtype, state[0].count.dtype
-    (dtype('float32'), dtype('int32'))
-
-    Args:
-        initable: The optimizer (anything with ``init``) or its ``init`` function.
-        f: Called per params leaf, with the matching leaves of ``rest``.
-        state: A state of that optimizer.
-        *rest: Trees of the params' structure.
-        transform_non_params: Called on every other leaf of the state (the counts); ``None``
-            keeps them.
-        is_leaf: As in :func:`~treekit.tree_map`, for the params trees.
-
-    Returns:
-        A state of ``state``'s structure.
-    """
-    placeholder = _ParamsPlaceholder()
-    init = initable.init if hasattr(initable, "init") else initable
-    with_placeholders = init(placeholder)
-
-    def map_params(maybe_placeholder: Any, value: Any) -> Any:
-        if isinstance(maybe_placeholder, _ParamsPlaceholder):
-            return tree_map(f, value, *rest, is_leaf=is_leaf)
-        if transform_non_params is not None:
-            return transform_non_params(value)
-        return value
-
-    return tree_map(map_params, with_placeholders, state, is_leaf=lambda v: isinstance(v, _ParamsPlaceholder))

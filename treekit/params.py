@@ -36,6 +36,7 @@ from treekit._at import Path as Path
 from treekit._at import tree_at as tree_at
 from treekit._at import tree_get as tree_get
 from treekit._at import tree_set as tree_set
+from treekit._describe import dtype_name
 from treekit._errors import StructureMismatchError
 from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, keystr
 from treekit._ops import leafwise, tree_leaves_with_path, tree_map
@@ -95,6 +96,8 @@ __all__ = [
     "combine",
     "flatten_dict",
     "init_mlp_params",
+    "is_array",
+    "is_inexact_array",
     "mlp_forward",
     "mse_loss",
     "mse_loss_and_grad",
@@ -265,6 +268,52 @@ def mse_loss_and_grad(params: Sequence[dict[str, Any]], x: Any, y: Any) -> tuple
     return xp.mean(error**2), grads
 
 
+# -- filters for partition ---------------------------------------------------------------------------
+def is_array(x: Any) -> bool:
+    """Whether ``x`` is an array that holds data: a numpy array or scalar, a jax array (or a
+    tracer under ``jit``), a torch tensor; not a Python number or a ``ShapeDtypeStruct`` (as
+    equinox's ``is_array``). A filter for :func:`partition`.
+
+    >>> import numpy as np
+    >>> is_array(np.zeros(3)), is_array(np.float32(1)), is_array(1.0), is_array('relu')
+    (True, True, False, False)
+    >>> partition({'w': np.ones(2), 'act': 'relu'}, is_array)
+    ({'w': array([1., 1.]), 'act': None}, {'w': None, 'act': 'relu'})
+
+    Args:
+        x: Any object.
+
+    Returns:
+        ``True`` if ``x`` has a ``shape``, a ``dtype`` and ``__array__``.
+    """
+    return hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__array__")
+
+
+_INEXACT = ("float", "bfloat", "complex")
+
+
+def is_inexact_array(x: Any) -> bool:
+    """Whether ``x`` is an array (:func:`is_array`) of floating-point or complex numbers: the
+    leaves a gradient is taken for (as equinox's ``is_inexact_array``). A filter for
+    :func:`partition`, to train the float params and keep int counters and masks out.
+
+    >>> import numpy as np
+    >>> is_inexact_array(np.zeros(2, np.float32)), is_inexact_array(np.zeros(2, np.int32)), is_inexact_array(0.5)
+    (True, False, False)
+    >>> params = {'w': np.ones(2), 'step': np.array(3)}
+    >>> trainable, static = partition(params, is_inexact_array)
+    >>> trainable, static
+    ({'w': array([1., 1.]), 'step': None}, {'w': None, 'step': array(3)})
+
+    Args:
+        x: Any object.
+
+    Returns:
+        ``True`` for arrays of ``float*``, ``bfloat16`` and ``complex*`` dtypes.
+    """
+    return is_array(x) and dtype_name(x.dtype).startswith(_INEXACT)
+
+
 # -- freezing ------------------------------------------------------------------------------------
 def _is_none(x: Any) -> bool:
     return x is None
@@ -290,7 +339,8 @@ def partition(tree: Any, predicate_or_mask: Any) -> tuple[Any, Any]:
 
     Args:
         tree: Any pytree.
-        predicate_or_mask: A function ``leaf -> bool``, or a tree of bools whose structure
+        predicate_or_mask: A function ``leaf -> bool`` (:func:`is_array` and
+            :func:`is_inexact_array` are two), or a tree of bools whose structure
             is a prefix of ``tree``'s: a ``True`` selects the whole subtree under it. Masks
             by key path come from ``tree_map_with_path(lambda path, _: ..., tree)``.
 

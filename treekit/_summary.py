@@ -1,0 +1,285 @@
+"""The summary table of a tree's leaves: one row per leaf or per key-path prefix, with totals.
+
+The table is built from columns (:data:`COLUMNS`, and :data:`STAT_COLUMNS` with
+``stats=True``): each column is a header, an alignment and a function from a row (the leaves
+under one key path, or all of them for the total row) to a cell, so a new column is one entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+from treekit._describe import dtype_name, is_array
+from treekit._keys import KeyPath, keystr
+from treekit._traverse import IsLeaf, flatten
+
+__all__ = ["COLUMNS", "STAT_COLUMNS", "Column", "Row", "summary"]
+
+
+@dataclasses.dataclass
+class Row:
+    """One row of the table: a key path (or prefix) and the leaves under it.
+
+    ``grouped`` is true for a prefix row (``depth=``) and the ``total`` row, whose cells are
+    subtotals; ``leaves`` holds every leaf under it, arrays or not.
+    """
+
+    name: str
+    leaves: list[Any]
+    grouped: bool = False
+    total: bool = False
+    _stats: tuple[int, float, float, float, float, int, int] | None = None
+
+    @property
+    def arrays(self) -> list[Any]:
+        return [x for x in self.leaves if is_array(x)]
+
+    def stats(self) -> tuple[int, float, float, float, float, int, int]:
+        """``(count, mean, std, min, max, nans, infs)`` over the finite entries of the arrays."""
+        if self._stats is None:
+            self._stats = _stats(self.arrays)
+        return self._stats
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """A column: its header, whether it is right-aligned (numbers), and its cell function."""
+
+    header: str
+    right: bool
+    cell: Callable[[Row], str]
+
+
+def _size_bytes(x: Any) -> tuple[int | None, int | None]:
+    size = 1
+    for dim in x.shape:
+        if not isinstance(dim, int):
+            return None, None
+        size *= dim
+    nbytes = getattr(x, "nbytes", None)
+    if not isinstance(nbytes, int):
+        itemsize = _itemsize(x.dtype)
+        nbytes = None if itemsize is None else size * itemsize
+    return size, nbytes
+
+
+def _itemsize(dtype: Any) -> int | None:
+    itemsize = getattr(dtype, "itemsize", None)
+    if isinstance(itemsize, int):
+        return itemsize
+    import numpy as np
+
+    try:
+        return int(np.dtype(dtype_name(dtype)).itemsize)
+    except TypeError:
+        return None
+
+
+def _shape(row: Row) -> str:
+    if not row.grouped:
+        x = row.leaves[0]
+        return str(tuple(x.shape)) if is_array(x) else "-"
+    n = len(row.arrays)
+    return f"{n} array" + ("" if n == 1 else "s")
+
+
+def _dtype(row: Row) -> str:
+    if row.total:  # its shape cell ("3 arrays") spans the dtype column
+        return ""
+    if not row.grouped:
+        x = row.leaves[0]
+        return dtype_name(x.dtype) if is_array(x) else type(x).__name__
+    names = {dtype_name(x.dtype) for x in row.arrays}
+    return names.pop() if len(names) == 1 else "mixed" if names else ""
+
+
+def _total(index: int) -> Callable[[Row], str]:
+    def cell(row: Row) -> str:
+        arrays = row.arrays
+        if not arrays:
+            return "-" if not row.grouped or row.leaves else "0"
+        values = [_size_bytes(x)[index] for x in arrays]
+        if not row.grouped and values[0] is None:
+            return "-"
+        return f"{sum(v or 0 for v in values):,}"
+
+    return cell
+
+
+COLUMNS: list[Column] = [
+    Column("path", False, lambda row: row.name),
+    Column("shape", False, _shape),
+    Column("dtype", False, _dtype),
+    Column("size", True, _total(0)),
+    Column("bytes", True, _total(1)),
+]
+"""The columns of :func:`summary`, in order."""
+
+
+def _stats(arrays: list[Any]) -> tuple[int, float, float, float, float, int, int]:
+    import numpy as np
+
+    count, total, squares, low, high, nans, infs = 0, 0.0, 0.0, math.inf, -math.inf, 0, 0
+    for x in arrays:
+        try:
+            values = np.asarray(x)
+        except Exception:  # an abstract value (a tracer, a ShapeDtypeStruct): no numbers to show
+            continue
+        if values.dtype.kind not in "biufc" and dtype_name(values.dtype) != "bfloat16":
+            continue
+        values = values.astype(np.complex128 if values.dtype.kind == "c" else np.float64).ravel()
+        if values.dtype.kind == "c":
+            values = np.abs(values)
+        nan = np.isnan(values)
+        inf = np.isinf(values)
+        finite = values[~(nan | inf)]
+        nans += int(nan.sum())
+        infs += int(inf.sum())
+        if finite.size:
+            count += finite.size
+            total += float(finite.sum())
+            squares += float((finite * finite).sum())
+            low, high = min(low, float(finite.min())), max(high, float(finite.max()))
+    if not count:
+        return 0, math.nan, math.nan, math.nan, math.nan, nans, infs
+    mean = total / count
+    return count, mean, math.sqrt(max(squares / count - mean * mean, 0.0)), low, high, nans, infs
+
+
+def _stat(index: int) -> Callable[[Row], str]:
+    def cell(row: Row) -> str:
+        stats = row.stats()
+        if not row.arrays:
+            return "-"
+        value = stats[index]
+        if index >= 5:
+            return f"{int(value):,}"
+        return "-" if math.isnan(value) else f"{value:.4g}"
+
+    return cell
+
+
+STAT_COLUMNS: list[Column] = [
+    Column("mean", True, _stat(1)),
+    Column("std", True, _stat(2)),
+    Column("min", True, _stat(3)),
+    Column("max", True, _stat(4)),
+    Column("nan", True, _stat(5)),
+    Column("inf", True, _stat(6)),
+]
+"""The columns ``stats=True`` adds: over the finite entries of the row's arrays (magnitudes for
+complex), and the counts of NaN and infinite entries."""
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _rows(leaves: list[Any], paths: list[KeyPath], depth: int | None) -> list[Row]:
+    if depth is None:
+        return [Row(keystr(path) or "(root)", [x]) for path, x in zip(paths, leaves)]
+    groups: dict[str, Row] = {}
+    for path, x in zip(paths, leaves):
+        prefix = path[:depth]
+        name = keystr(prefix) or "(root)"
+        row = groups.get(name)
+        if row is None:
+            groups[name] = row = Row(name, [], grouped=len(path) > depth)
+        elif not row.grouped:  # a leaf at this path and, before it, nothing else: never both
+            row.grouped = True
+        row.leaves.append(x)
+    return list(groups.values())
+
+
+def summary(
+    tree: Any,
+    *,
+    is_leaf: IsLeaf | None = None,
+    depth: int | None = None,
+    stats: bool = False,
+    format: str = "text",
+) -> str:
+    """A table of ``tree``'s leaves: key path, shape, dtype, size and bytes, with totals.
+
+    Leaves without a shape and dtype are listed with their type and left out of the totals.
+
+    >>> import numpy as np
+    >>> params = {'w': np.zeros((3, 4), np.float32), 'b': np.zeros(4, np.float32), 'step': 7}
+    >>> print(summary(params))
+    path      shape   dtype    size  bytes
+    ['b']     (4,)    float32     4     16
+    ['step']  -       int         -      -
+    ['w']     (3, 4)  float32    12     48
+    total     2 arrays           16     64
+
+    ``depth=N`` gives one row per key path ``N`` entries long, with the subtotals of the
+    leaves under it (as flax's ``nnx.tabulate`` and haiku's ``tabulate`` show one row per
+    module); ``stats=True`` adds each row's mean, std, min and max (over its finite entries)
+    and its NaN and infinity counts; ``format='markdown'`` gives a Markdown table:
+
+    >>> model = [{'w': np.ones((2, 2)), 'b': np.array([0.0, np.nan])}, {'w': np.full((2, 1), -2.0)}]
+    >>> print(summary(model, depth=1, stats=True))
+    path   shape     dtype    size  bytes  mean    std  min  max  nan  inf
+    [0]    2 arrays  float64     6     48   0.8    0.4    0    1    1    0
+    [1]    1 array   float64     2     16    -2      0   -2   -2    0    0
+    total  3 arrays              8     64     0  1.309   -2    1    1    0
+    >>> print(summary({'w': np.zeros(3, np.float32)}, format='markdown'))
+    | path | shape | dtype | size | bytes |
+    |:---|:---|:---|---:|---:|
+    | ['w'] | (3,) | float32 | 3 | 12 |
+    | total | 1 array |  | 3 | 12 |
+
+    Args:
+        tree: Any pytree.
+        is_leaf: As in :func:`treekit.tree_flatten`.
+        depth: Collapse each subtree below this many key entries into one row of subtotals;
+            ``None`` (default) lists every leaf.
+        stats: Add the value statistics columns (they read every array's values: numpy and
+            jax arrays; abstract ones show ``-``).
+        format: ``'text'`` (aligned columns) or ``'markdown'``.
+
+    Returns:
+        The table as one string, lines joined by newlines (no trailing newline).
+
+    Raises:
+        ValueError: If ``depth`` is not an int >= 0 or ``format`` is unknown.
+    """
+    if depth is not None and (type(depth) is not int or depth < 0):
+        raise ValueError(f"depth: expected None or an int >= 0, got {depth!r}")
+    if format not in ("text", "markdown"):
+        raise ValueError(f"format: expected 'text' or 'markdown', got {format!r}")
+    leaves, _, paths = flatten(tree, is_leaf, with_path=True)
+    assert paths is not None
+    columns = COLUMNS + (STAT_COLUMNS if stats else [])
+    rows = [*_rows(leaves, paths, depth), Row("total", leaves, grouped=True, total=True)]
+    table = [[column.cell(row) for column in columns] for row in rows]
+    total_bytes = sum(_size_bytes(x)[1] or 0 for x in leaves if is_array(x))
+    if format == "markdown":
+        lines = ["| " + " | ".join(column.header for column in columns) + " |"]
+        lines.append("|" + "|".join("---:" if column.right else ":---" for column in columns) + "|")
+        lines += ["| " + " | ".join(cells) + " |" for cells in table]
+        return "\n".join(lines)
+    header, body, total = [column.header for column in columns], table[:-1], table[-1]
+    # The total row's shape cell ("3 arrays") spans the shape and dtype columns.
+    widths = [max(len(cells[k]) for cells in [header, *body]) for k in range(len(columns))]
+    widths = [w if k in (1, 2) else max(w, len(total[k])) for k, w in enumerate(widths)]
+    widths[2] = max(widths[2], len(total[1]) - 2 - widths[1])
+    lines = []
+    for cells in [header, *body]:
+        texts = [cell.rjust(w) if column.right else cell.ljust(w) for cell, w, column in zip(cells, widths, columns)]
+        lines.append("  ".join(texts).rstrip())
+    texts = [total[0].ljust(widths[0]), total[1].ljust(widths[1] + 2 + widths[2])]
+    for cell, w, column in list(zip(total, widths, columns))[3:]:
+        texts.append(cell.rjust(w) if column.right else cell.ljust(w))
+    lines.append("  ".join(texts).rstrip())
+    if total_bytes >= 1024:
+        lines[-1] += f"  ({_human_bytes(total_bytes)})"
+    return "\n".join(lines)
