@@ -333,3 +333,28 @@ print("ok")
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.stdout == "ok\n", run.stderr[-2000:]
+
+
+def test_a_bare_name_is_looked_up_anywhere_as_optax_does() -> None:
+    optax = pytest.importorskip("optax")
+    import numpy as np
+
+    params = {"linear": {"w": np.ones(2), "b": np.zeros(2)}}
+    state = optax.adam(0.1).init(params)
+    assert tree_get(state, "count") is optax.tree_utils.tree_get(state, "count")
+    new = tree_set(state, "count", 7)
+    assert tree_get(new, "count") == 7 and tree_get(state, "count") == 0
+    assert tree_get(params, "w") is params["linear"]["w"]
+    assert tree_get({"w": 1, "a": {"w": 2}}, "w") == 1  # a child of the root wins: no search
+
+
+def test_a_bare_name_at_several_places_lists_them() -> None:
+    tree = {"enc": {"w": 1}, "dec": [{"w": 2}]}
+    message = (
+        "tree: expected a child 'w', got 2 places named 'w'\n"
+        "pass the whole key path of one of them: ['dec'][0]['w'], ['enc']['w']"
+    )
+    with pytest.raises(StructureMismatchError, match=f"^{re.escape(message)}$"):
+        tree_get(tree, "w")
+    with pytest.raises(StructureMismatchError, match="got dict with keys"):
+        tree_get(tree, "nowhere")

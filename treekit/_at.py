@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Union
 
 from treekit._errors import StructureMismatchError
-from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, KeyPath, SequenceKey, _simple
+from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, KeyPath, SequenceKey, _simple, keystr
 from treekit._registry import lookup
 from treekit._traverse import IsLeaf, flatten
 from treekit._treedef import _describe_value, _unflatten, describe
@@ -145,6 +145,15 @@ def _descend(tree: Any, path: Any, label: str, sep: str) -> tuple[list[_Frame], 
             index, next_pos = _simple_index(path, pos, keys, sep)
         else:
             index, next_pos = _key_index(path[pos], keys), pos + 1
+        if index < 0 and pos == 0 and is_str and not keystr_form and sep not in path:
+            named = _named(tree, path)  # optax's form: a bare key name, found anywhere
+            if len(named) == 1:
+                return _descend(tree, named[0], label, sep)
+            if named:
+                raise StructureMismatchError(
+                    label, (), f"a child {path!r}", f"{len(named)} places named {path!r}", None,
+                    "pass the whole key path of one of them: " + ", ".join(keystr(p) for p in named[:5]),
+                )
         if index < 0:
             token, hint = _token(path, pos, keystr_form, sep)
             raise StructureMismatchError(
@@ -155,6 +164,19 @@ def _descend(tree: Any, path: Any, label: str, sep: str) -> tuple[list[_Frame], 
         node = children[index]
         pos = next_pos
     return frames, node
+
+
+def _named(tree: Any, name: str) -> list[KeyPath]:
+    """The key paths, in flatten order, of every node or leaf whose own key is named ``name``."""
+    found: list[KeyPath] = []
+
+    def visit(path: KeyPath, _: Any) -> bool:
+        if path and type(_value(path[-1])) is str and _simple(path[-1]) == name:
+            found.append(path)
+        return False
+
+    flatten(tree, visit, with_path=True, leaf_takes_path=True)  # the one walk: cycles, depth
+    return found
 
 
 def tree_get(tree: Any, path: Path, *, sep: str = "/") -> Any:
@@ -169,15 +191,21 @@ def tree_get(tree: Any, path: Path, *, sep: str = "/") -> Any:
     >>> tree_get(params, (DictKey('layers'), SequenceKey(0), DictKey('w'), SequenceKey(0)))
     [1.0]
 
-    Departs from optax's ``tree_get(tree, key)``, which looks a leaf up by its name
-    anywhere in the tree; here ``path`` is the whole key path from the root.
+    optax's call form works where it is unambiguous: a bare name (a string with no ``sep``
+    that is no child of the root) is looked up anywhere in the tree, as optax's
+    ``tree_get(tree, key)`` does, and must name exactly one place:
+
+    >>> state = {'adam': {'count': 3, 'mu': 0.5}}
+    >>> tree_get(state, 'count')
+    3
 
     Args:
         tree: Any pytree.
         path: One of: a tuple of key entries (those of :func:`treekit.tree_flatten_with_path`,
             or any entries with the same ``str``, as jax's); their :func:`treekit.keystr` (a
             string starting with ``[`` or ``.``); a key of :func:`treekit.params.flatten_dict`
-            (any other string: plain keys joined by ``sep``); or a tuple or list of plain keys
+            (any other string: plain keys joined by ``sep``; a bare name that is no child
+            of the root is searched for anywhere); or a tuple or list of plain keys
             (dict keys, sequence indices, negative ones too, attribute names), which may
             mix in key entries. ``()``, ``[]`` and ``''`` are the root.
         sep: What a ``flatten_dict`` key joins its keys with (its ``sep``).
@@ -188,7 +216,8 @@ def tree_get(tree: Any, path: Path, *, sep: str = "/") -> Any:
     Raises:
         StructureMismatchError: If ``tree`` has nothing at ``path``; the message names the
             deepest key path that exists, e.g. ``tree['layers'][0]: expected a child ['c'],
-            got dict with keys ['b', 'w']``.
+            got dict with keys ['b', 'w']``. Also if a bare name is found at several places
+            (the message lists them).
         TypeError: If ``path`` is not a tuple, list or string.
     """
     return _descend(tree, path, "tree", sep)[1]
@@ -215,7 +244,13 @@ def tree_set(tree: Any, path: Path, value: Any, *, sep: str = "/") -> Any:
     >>> params
     [{'weights': [[1.0]], 'biases': [0.5]}]
 
-    Departs from optax's ``tree_set(tree, filtering, **kwargs)``, which sets leaves by name.
+    A bare name is looked up as in :func:`tree_get` (optax's form, where unambiguous):
+
+    >>> tree_set({'adam': {'count': 3, 'mu': 0.5}}, 'count', 0)
+    {'adam': {'count': 0, 'mu': 0.5}}
+
+    optax's ``tree_set(tree, filtering, **kwargs)`` (several names at once, a filter) has no
+    counterpart: call ``tree_set`` once per name.
 
     Args:
         tree: Any pytree.
