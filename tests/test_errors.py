@@ -485,6 +485,76 @@ def test_a_wide_container_holding_itself_is_caught_early() -> None:
     assert done.stdout.splitlines() == [message]
 
 
+def _run_capped(script: str, timeout: float = 60) -> list[str]:
+    """Run ``script`` in a fresh interpreter with 1 GiB of address space; its output lines."""
+    capped = "import resource\nresource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n" + textwrap.dedent(script)
+    done = subprocess.run([sys.executable, "-c", capped], capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.splitlines()
+
+
+def test_a_wide_container_holding_itself_as_its_first_child_is_caught_at_once() -> None:
+    # Each level of the cycle flattens the whole width again before going one level deeper:
+    # looking for cycles only every 1,000 levels took 38 s and 3 GB for 100,000 keys.
+    lines = _run_capped(
+        """
+        import treekit
+        wide = {f"k{i:06}": i for i in range(100_000)}
+        wide["a"] = wide
+        first = [wide, *range(100_000)]
+        first[0] = first
+        for tree in (wide, {"w": first}):
+            for flatten in (treekit.tree_leaves, treekit.tree_leaves_with_path, treekit.tree_structure):
+                try:
+                    flatten(tree)
+                except treekit.TreeCycleError as err:
+                    print(err)
+        """
+    )
+    own = "tree['a']: expected a tree, got a cycle (this dict is the same object as its ancestor tree)"
+    first = "tree['w'][0]: expected a tree, got a cycle (this list is the same object as its ancestor tree['w'])"
+    assert lines == [own] * 3 + [first] * 3
+
+
+def test_an_endless_tree_stops_at_the_depth_limit_not_at_memory() -> None:
+    # A flatten function that makes a new child each time: no cycle to find, the tree just
+    # goes on (on main it filled memory: MemoryError after 40 s at a 3 GB cap). jax stops at
+    # Python's recursion limit (its walker recurses); treekit walks 100,000-deep trees, so it
+    # stops at MAX_DEPTH, long before memory runs out.
+    lines = _run_capped(
+        """
+        import treekit
+        from treekit._traverse import MAX_DEPTH
+        class Endless:
+            pass
+        treekit.register_pytree_node(Endless, lambda e: ((Endless(),), None), lambda _, c: Endless())
+        try:
+            treekit.tree_leaves({"e": Endless()})
+        except ValueError as err:
+            print(type(err).__name__, MAX_DEPTH)
+            print(err)
+        """
+    )
+    assert lines[0] == "ValueError 250000"
+    index = "[<flat index 0>]"
+    assert lines[1] == (
+        f"tree['e']{index * 3}...{index * 4}: expected a tree at most 250,000 levels deep, got a deeper one "
+        "(a flatten function that makes a new child each time makes an endless tree)"
+    )
+
+
+def test_the_depth_limit_counts_nodes_from_the_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    from treekit import _traverse
+
+    monkeypatch.setattr(_traverse, "MAX_DEPTH", 5)
+    assert treekit.tree_leaves(_nested(5)) == [0]  # the leaf's key path has 5 entries
+    assert treekit.tree_leaves(_nested(5), is_leaf=lambda x: False) == [0]
+    message = "tree[0][0][0][0][0]: expected a tree at most 5 levels deep, got a deeper one"
+    for flatten in (treekit.tree_leaves, treekit.tree_leaves_with_path, treekit.tree_structure):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            flatten(_nested(7))
+
+
 # -- very deep trees ------------------------------------------------------------------------------------
 def _nested(depth: int, leaf: Any = 0) -> Any:
     tree = leaf

@@ -18,6 +18,7 @@ import jax.tree_util as jtu  # noqa: E402
 import numpy as np  # noqa: E402
 
 import treekit as tk  # noqa: E402
+from treekit import _registry  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -177,6 +178,23 @@ def test_types_only_jax_knows_are_traversed_as_jax_does(tree: Any) -> None:
     assert jtu.tree_leaves(rebuilt) == jtu.tree_leaves(tree)
 
 
+def test_jax_only_nodes_keep_equal_treedefs_after_treekit_forgets_its_answers() -> None:
+    before = tk.tree_structure(jtu.Partial(max, 1))
+    _registry.forget_answers()  # as when the type cache is cleared
+    assert tk.tree_structure(jtu.Partial(max, 1)) == before
+
+
+def test_check_node_type_leaves_the_bridge_working() -> None:
+    # check_node_type looks for jax with find_spec before importing it.
+    out = _run(
+        REGISTER
+        + "from treekit.testing import check_node_type\n"
+        + "print(check_node_type(Point, [Point(1.0, 2.0)]).skipped)\n"
+        + CHECK
+    )
+    assert out.split() == ["()", ".y", "2.0"]
+
+
 def test_jax_only_node_data_is_compared() -> None:
     assert tk.tree_structure(OnlyJax(1, 2)) == tk.tree_structure(OnlyJax(3, 4))
     assert tk.tree_structure(jtu.Partial(max, 1)) != tk.tree_structure(jtu.Partial(min, 1))
@@ -228,6 +246,7 @@ REGISTER = textwrap.dedent("""
         lambda p: (((tk.GetAttrKey('x'), p.x), (tk.GetAttrKey('y'), p.y)), None),
         lambda _, c: Point(*c))
 """)
+IN_A_THREAD = "import threading\nt = threading.Thread(target=__import__, args=('jax',))\nt.start()\n"
 CHECK = textwrap.dedent("""
     import jax, jax.numpy as jnp, jax.tree_util as jtu
     out = jax.jit(lambda p: p.x + p.y)(Point(jnp.ones(2), 1.0))
@@ -242,8 +261,25 @@ CHECK = textwrap.dedent("""
         "import jax\n" + REGISTER + CHECK,  # jax imported before treekit
         REGISTER + "import json\ndef later():\n" + textwrap.indent(CHECK, "    ") + "later()\n",
         "import treekit\nimport jax\n" + REGISTER + CHECK,  # treekit, then jax, then registration
+        # the import machinery used before `import jax` (libraries test for jax this way)
+        REGISTER + "import importlib.util\nassert importlib.util.find_spec('jax')\n" + CHECK,
+        "import importlib.util, treekit\nimportlib.util.find_spec('jax')\n" + REGISTER + CHECK,
+        REGISTER + "import importlib\nimportlib.import_module('jax')\n" + CHECK,
+        REGISTER + IN_A_THREAD + "t.join()\n" + CHECK,
+        IN_A_THREAD + REGISTER + "t.join()\n" + CHECK,  # jax imported in a thread while treekit is
+
     ],
-    ids=["register-then-import-jax", "jax-first", "jax-imported-lazily-later", "treekit-jax-register"],
+    ids=[
+        "register-then-import-jax",
+        "jax-first",
+        "jax-imported-lazily-later",
+        "treekit-jax-register",
+        "find-spec-first",
+        "find-spec-then-register",
+        "import-module",
+        "jax-imported-in-a-thread",
+        "jax-and-treekit-imported-at-once",
+    ],
 )
 def test_every_import_order_bridges(code: str) -> None:
     assert _run(code).split() == [".y", "2.0"]

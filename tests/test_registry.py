@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import gc
 import re
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 import treekit
-from treekit import FlattenedIndexKey, GetAttrKey, SequenceKey, keystr
+from treekit import FlattenedIndexKey, GetAttrKey, SequenceKey, _registry, keystr
 from treekit._registry import _SEQ_KEYS, _remove, lookup
 
 Registered = Callable[[type, Callable[[type], Any]], Any]
@@ -427,3 +429,114 @@ def test_threads_flattening_wide_lists_with_paths_get_their_own_keys() -> None:
         assert errors == []
     finally:
         _SEQ_KEYS[:] = saved
+
+
+class _Watched(dict):  # type: ignore[type-arg]
+    """A type cache that notes each moment a built-in container is missing from it."""
+
+    gaps: list[str]
+
+    def _check(self, what: str) -> None:
+        if any(t not in self for t in (list, tuple, dict)):
+            self.gaps.append(what)
+
+    def clear(self) -> None:
+        super().clear()
+        self._check("clear")
+
+    def pop(self, *args: Any) -> Any:
+        out = super().pop(*args)
+        self._check("pop")
+        return out
+
+    def __delitem__(self, key: Any) -> None:
+        super().__delitem__(key)
+        self._check("del")
+
+
+def test_forgetting_and_evicting_answers_never_drop_registered_types(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Walkers in other threads read the type cache without a lock: at no moment may it lack a
+    # registered type (they would take a list for a leaf).
+    watched = _Watched(_registry.TYPES)
+    watched.gaps = []
+    monkeypatch.setattr(_registry, "TYPES", watched)  # with its own copy of the answers' list:
+    monkeypatch.setattr(_registry, "_ANSWERED", dict(_registry._ANSWERED))
+    monkeypatch.setattr(_registry, "_CACHE_LIMIT", 4)
+    for k in range(12):
+        lookup(type(f"Leaf{k}", (), {}))
+    _registry.forget_answers()
+    assert watched.gaps == []
+    assert all(watched[t] is lookup(t) is not None for t in (list, tuple, dict))
+
+
+def test_a_type_registered_while_it_is_being_resolved_is_a_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As another thread would: Late is registered after resolve found it unregistered and
+    # before resolve stores its answer. The answer stored must not be "a leaf".
+    class Late:
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    def register_meanwhile(cls: type) -> None:
+        if cls is Late:
+            treekit.register_pytree_node(Late, lambda x: ((x.v,), None), lambda _, c: Late(*c))
+
+    monkeypatch.setattr(_registry, "_FOREIGN", [register_meanwhile])
+    try:
+        lookup(Late)
+        assert lookup(Late) is not None
+        assert treekit.tree_leaves([Late(1)]) == [1]
+    finally:
+        _remove(Late)
+
+
+@pytest.mark.usefixtures("fast_switching")
+def test_types_met_in_one_thread_never_make_containers_leaves_in_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The end-to-end race of the two tests above: answers evicted in one thread while 16
+    # others flatten (on a main with the bug this found thousands of wrong results a run).
+    monkeypatch.setattr(_registry, "_CACHE_LIMIT", 8)
+    done = threading.Event()
+    wrong: list[Any] = []
+
+    def meet_new_types() -> None:
+        while not done.is_set():
+            for k in range(64):
+                treekit.tree_leaves(type(f"Leaf{k}", (), {})())
+
+    def flatten(k: int) -> None:
+        for _ in range(3000):
+            leaves = treekit.tree_leaves([1, [2, 3]])
+            if leaves != [1, 2, 3]:
+                wrong.append(leaves)
+
+    meeter = threading.Thread(target=meet_new_types)
+    meeter.start()
+    try:
+        _run_together(16, flatten)
+    finally:
+        done.set()
+        meeter.join()
+    assert wrong == []
+
+
+def test_the_type_cache_is_bounded_and_lets_dropped_classes_go() -> None:
+    first = type("Dropped", (), {})
+    treekit.tree_leaves([first()])
+    gone = weakref.ref(first)
+    del first
+    assert _registry._CACHE_LIMIT < 5000
+    for k in range(5000):  # more classes met than the cache holds
+        treekit.tree_leaves([type(f"Leaf{k}", (), {})()])
+    gc.collect()
+    assert gone() is None
+    assert len(_registry._ANSWERED) <= _registry._CACHE_LIMIT
+    assert len(_registry.TYPES) <= len(_registry._REGISTRY) + _registry._CACHE_LIMIT
+    assert treekit.tree_leaves([1, (2,), {"a": None}]) == [1, 2]  # registered types never evicted
+
+
+def test_the_sequence_key_cache_stops_growing_and_long_lists_still_get_keys() -> None:
+    n = 100_000
+    assert _registry._SEQ_KEYS_LIMIT < n
+    pairs = treekit.tree_leaves_with_path([list(range(n)), (7,)])
+    assert [path for path, _ in pairs[:n]] == [(SequenceKey(0), SequenceKey(i)) for i in range(n)]
+    assert pairs[n] == ((SequenceKey(1), SequenceKey(0)), 7)
+    assert len(_SEQ_KEYS) <= _registry._SEQ_KEYS_LIMIT

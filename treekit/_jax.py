@@ -6,7 +6,8 @@ It never imports jax itself: it waits until the user does.
   same children, node data and key entries (converted to JAX's key classes), so ``jax.jit``,
   ``jax.grad``, ``jax.vmap`` and ``jax.tree_util`` see treekit's nodes exactly as treekit does.
   Registrations made before jax is imported are mirrored the moment ``import jax`` finishes:
-  an import hook on ``sys.meta_path`` wraps jax's loader once and then removes itself.
+  an import hook on ``sys.meta_path`` wraps jax's loader in every spec found for ``jax``
+  (also by ``importlib.util.find_spec``, or in another thread), and is inert once bridged.
 * JAX -> treekit: a type that treekit does not know (not registered, not a namedtuple) and
   that JAX does is traversed through JAX's public API: its children and key entries are the
   ones ``jax.tree_util`` gives, and its node data is JAX's one-level treedef of it.
@@ -24,8 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
+import importlib
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
@@ -61,29 +63,52 @@ def install() -> None:
     """Bridge now if jax is imported, else once it is; called by ``import treekit``."""
     _registry._LISTENERS.append(_on_register)
     _treedef.CONVERTERS.append(_convert)
+    _registry._FOREIGN.append(_from_jax)
+    if not _jax_ready():
+        if not any(isinstance(finder, _ImportHook) for finder in sys.meta_path):
+            sys.meta_path.insert(0, _ImportHook())
+        if "jax" in sys.modules and not _jax_ready():
+            # jax is being imported, in another thread (the hook came too late for it): wait
+            # for that import to finish, as `import jax` here would. (In this thread, a
+            # circular import, this returns the unfinished module; `resolve` bridges later.)
+            try:
+                importlib.import_module("jax")
+            except Exception:  # that import failed: no jax
+                return
+        if not _jax_ready():
+            return
+    _connect()
+
+
+def _jax_ready() -> bool:
+    """Whether ``jax`` is imported and done initializing (not half-way, in another thread)."""
     jax = sys.modules.get("jax")
-    if jax is not None and hasattr(jax, "tree_util"):
-        _connect()
-    elif not any(isinstance(finder, _ImportHook) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _ImportHook())
+    spec = getattr(jax, "__spec__", None)
+    return jax is not None and hasattr(jax, "tree_util") and not getattr(spec, "_initializing", False)
 
 
 class _ImportHook:
-    """Finds nothing itself: on the first ``import jax`` it wraps jax's loader, then leaves."""
+    """Finds nothing itself: each ``find_spec('jax')`` returns jax's spec with its loader
+    wrapped, so whichever spec gets executed (``import jax``, ``importlib.import_module``, a
+    ``find_spec`` followed by an import, in any thread) bridges the registries when it is done.
+    It stays on ``sys.meta_path`` (inert once bridged): removing a finder while another thread
+    walks that list could make the other thread skip a finder.
+    """
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> Any:
-        if fullname != "jax":
+        if fullname != "jax" or _state["connected"]:
             return None
-        _remove_hook()
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        spec.loader = _ThenConnect(spec.loader)  # type: ignore[assignment]
-        return spec
-
-
-def _remove_hook() -> None:
-    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _ImportHook)]
+        finders = list(sys.meta_path)
+        for finder in finders[finders.index(self) + 1 if self in finders else 0 :]:  # as the import system would
+            if isinstance(finder, _ImportHook):
+                continue
+            find = getattr(finder, "find_spec", None)
+            spec = None if find is None else find(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and not isinstance(spec.loader, _ThenConnect):
+                    spec.loader = _ThenConnect(spec.loader)
+                return spec
+        return None
 
 
 class _ThenConnect:
@@ -105,21 +130,28 @@ class _ThenConnect:
         except Exception as exc:  # never break the user's `import jax`
             warnings.warn(f"treekit could not bridge its registry to JAX's: {exc!r}", RuntimeWarning, stacklevel=2)
 
+    def __getattr__(self, name: str) -> Any:  # the rest of the loader's API (get_resource_reader, ...)
+        return getattr(self.loader, name)
+
+
+_CONNECT_LOCK = threading.RLock()
+
 
 def _connect() -> None:
-    if _state["connected"]:
-        return
-    _state["connected"] = True
-    _registry._FOREIGN.append(_from_jax)
-    _watch_jax()
-    _registry.forget_answers()  # types remembered as leaves may be JAX nodes
-    for ntype in list(_registry._REGISTRY.values()):
-        _mirror(ntype)
+    with _CONNECT_LOCK:
+        if _state["connected"]:
+            return
+        _watch_jax()
+        for ntype in list(_registry._REGISTRY.values()):
+            _mirror(ntype)
+        _state["connected"] = True
+        _registry.forget_answers()  # types remembered as leaves may be JAX nodes
 
 
 def _on_register(ntype: NodeType) -> None:
-    if _state["connected"]:
-        _mirror(ntype)
+    if _state["connected"] or _jax_ready():  # ready: imported without the hook seeing it
+        _connect()
+        _mirror(ntype)  # (if _connect, in another thread, listed the registry before ntype was in it)
 
 
 # -- treekit -> JAX ---------------------------------------------------------------------------
@@ -290,11 +322,27 @@ def _from_treekit_key(entry: Any) -> Any:
     return entry
 
 
-def _from_jax(cls: type) -> NodeType | None:
-    import jax.tree_util as jtu
+# The entry made for each type only JAX knows: one per type, so that treedefs of its nodes made
+# before and after treekit forgets its answers compare equal (JAX's registry keeps these
+# types alive anyway).
+_JAX_ONLY: dict[type, NodeType] = {}
 
+
+def _from_jax(cls: type) -> NodeType | None:
+    if not _state["connected"]:
+        if not _jax_ready():
+            return None
+        _connect()  # jax got imported without the hook seeing it (see install)
     if cls in _MIRRORED or not _jax_knows(cls):
         return None
+    ntype = _JAX_ONLY.get(cls)
+    if ntype is None:
+        ntype = _JAX_ONLY.setdefault(cls, _jax_entry(cls))
+    return ntype
+
+
+def _jax_entry(cls: type) -> NodeType:
+    import jax.tree_util as jtu
 
     def flatten(node: Any, with_path: bool) -> tuple[list[Any], Any, list[Any] | None]:
         def one_level(x: Any) -> bool:

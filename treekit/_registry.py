@@ -68,8 +68,10 @@ def dict_keys(ntype: NodeType, node_data: Any) -> Sequence[Any]:
 
 # The registry: exact type -> NodeType. Writes hold _LOCK.
 _REGISTRY: dict[type, NodeType] = {}
-# What the walkers read, lock-free: the registry plus the answer for every other type seen so
-# far (the shared namedtuple entry, another registry's entry, or None for a leaf type).
+# What the walkers read, lock-free: the registry plus the answer for other types seen lately
+# (the shared namedtuple entry, another registry's entry, or None for a leaf type). Readers
+# never see a registered type missing or wrong: entries of registered types are only ever
+# replaced, and answers for other types are added and evicted one by one, under _LOCK.
 TYPES: dict[type, NodeType | None] = {}
 MISSING: Any = object()
 _LOCK = threading.Lock()
@@ -77,7 +79,11 @@ _LOCK = threading.Lock()
 _LISTENERS: list[Callable[[NodeType], None]] = []
 # Asked about types that are neither registered nor namedtuples (the JAX bridge adds one).
 _FOREIGN: list[Callable[[type], NodeType | None]] = []
-_CACHE_LIMIT = 100_000
+# The answers remembered for unregistered types, oldest first: at most _CACHE_LIMIT, so the
+# classes a program makes and drops are not kept alive by treekit for long.
+_ANSWERED: dict[type, None] = {}
+_CACHE_LIMIT = 4096
+_generation = [0]  # bumped by forget_answers: an answer worked out before then is not stored
 
 
 class _NamedTuple:
@@ -99,26 +105,49 @@ def lookup(cls: type) -> NodeType | None:
 
 
 def resolve(cls: type) -> NodeType | None:
-    """Answer ``lookup`` for a type not seen before, and remember the answer."""
+    """Answer ``lookup`` for a type not in ``TYPES``, and remember the answer.
+
+    Safe against threads registering types, forgetting answers or resolving the same type:
+    the answer is stored under the lock, and only if ``cls`` is still unregistered and no
+    answers were forgotten since it was worked out.
+    """
+    registered = _REGISTRY.get(cls)
+    if registered is not None:
+        return registered
+    generation = _generation[0]
     ntype: NodeType | None = None
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         ntype = NAMEDTUPLE
     else:
-        for find in _FOREIGN:
+        for find in list(_FOREIGN):
             ntype = find(cls)
             if ntype is not None:
                 break
-    if len(TYPES) > _CACHE_LIMIT:
-        forget_answers()
-    TYPES[cls] = ntype
+    with _LOCK:
+        registered = _REGISTRY.get(cls)
+        if registered is not None:
+            return registered
+        if generation == _generation[0] and cls not in _ANSWERED:
+            while len(_ANSWERED) >= _CACHE_LIMIT:  # evict the oldest answers first
+                oldest = next(iter(_ANSWERED))
+                del _ANSWERED[oldest]
+                TYPES.pop(oldest, None)
+            _ANSWERED[cls] = None
+            TYPES[cls] = ntype
     return ntype
 
 
 def forget_answers() -> None:
-    """Drop remembered answers for unregistered types (when another registry appears)."""
+    """Drop the answers remembered for unregistered types (when another registry appears).
+
+    One by one: registered types stay in ``TYPES`` throughout, so walkers in other threads
+    never miss them.
+    """
     with _LOCK:
-        TYPES.clear()
-        TYPES.update(_REGISTRY)
+        _generation[0] += 1
+        for cls in _ANSWERED:
+            TYPES.pop(cls, None)
+        _ANSWERED.clear()
 
 
 def _add(ntype: NodeType) -> None:
@@ -127,6 +156,7 @@ def _add(ntype: NodeType) -> None:
             name = f"{ntype.type.__module__}.{ntype.type.__qualname__}"
             raise ValueError(f"{name} is already registered as a pytree node")
         _REGISTRY[ntype.type] = ntype
+        _ANSWERED.pop(ntype.type, None)
         TYPES[ntype.type] = ntype
     for listener in list(_LISTENERS):
         listener(ntype)
@@ -142,15 +172,20 @@ def _remove(cls: type) -> None:
 # -- key entries, shared so that flattening with paths allocates no keys ----------------------
 _SEQ_KEYS: list[SequenceKey] = [SequenceKey(i) for i in range(256)]
 _SEQ_LOCK = threading.Lock()
+_SEQ_KEYS_LIMIT = 1 << 14  # about 1.4 MB of keys at most; longer sequences get fresh keys past it
 
 
 def sequence_keys(n: int) -> list[SequenceKey]:
-    """``[SequenceKey(0), ..., SequenceKey(n - 1)]`` from a shared cache.
+    """``[SequenceKey(0), ..., SequenceKey(n - 1)]``, the first ``_SEQ_KEYS_LIMIT`` of them
+    from a shared cache.
 
     The cache only grows, under a lock and by one ``extend`` of a finished list, so that a
-    thread reading ``_SEQ_KEYS[:n]`` never sees keys out of order.
+    thread reading ``_SEQ_KEYS[:n]`` never sees keys out of order; it stops growing at
+    ``_SEQ_KEYS_LIMIT``, so a very long list flattened once does not leave its keys behind.
     """
     if n > len(_SEQ_KEYS):
+        if n > _SEQ_KEYS_LIMIT:
+            return [*sequence_keys(_SEQ_KEYS_LIMIT), *map(SequenceKey, range(_SEQ_KEYS_LIMIT, n))]
         with _SEQ_LOCK:
             if n > len(_SEQ_KEYS):
                 _SEQ_KEYS.extend([SequenceKey(i) for i in range(len(_SEQ_KEYS), n)])

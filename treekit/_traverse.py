@@ -8,7 +8,7 @@ from typing import Any
 
 from treekit._core import NATIVE
 from treekit._errors import TreeCycleError, flatten_noted
-from treekit._keys import KeyPath
+from treekit._keys import KeyPath, keystr
 from treekit._registry import LIST, MISSING, TUPLE, TYPES, resolve, sequence_keys
 from treekit._treedef import LEAF, Node, TreeDef
 
@@ -30,8 +30,9 @@ def flatten(
     """Walk ``tree`` depth-first, left to right, with an explicit stack.
 
     Returns the leaves, the TreeDef (post-order node records) and, with ``with_path``, each
-    leaf's key path. Any depth that fits in memory works; a container that is its own
-    descendant raises :class:`TreeCycleError` naming where the cycle closes. The plain
+    leaf's key path. Trees up to ``MAX_DEPTH`` levels deep work (deeper ones raise
+    ValueError); a container that is its own descendant raises :class:`TreeCycleError`
+    naming where the cycle closes. The plain
     variants are this walk with ``with_path=False``: keys are neither made nor kept.
     """
     get = TYPES.get
@@ -45,10 +46,15 @@ def flatten(
     # The root is the one child of a virtual node, so it goes through the same code as any child.
     stack: list[tuple[Any, ...]] = []
     # A container that is its own descendant makes the walk go ever deeper, so cycles are
-    # looked for only when the stack has doubled in depth, or the number of nodes done has
-    # doubled (a wide container holding itself goes deeper slowly), since the last look:
-    # each look scans the path once, so all looks together cost at most a few walks' worth.
-    look_at = work_at = 1000
+    # looked for only when the work done (children taken from stacked nodes, plus nodes
+    # done) has doubled since the last look. A look scans the path once, and the path is
+    # shorter than the work, so all looks together cost at most about two walks' worth; and
+    # a cycle is caught before the walk has done twice the work of the tree up to it (a wide
+    # container holding itself as its first child is caught a few levels down). The same
+    # rare check (`_look`) stops a tree deeper than MAX_DEPTH.
+    work = 0
+    scan_at = 1000
+    look_at = min(scan_at, MAX_DEPTH)
     kids: Any
     kid_data: Any
     kid_keys: Any
@@ -115,9 +121,10 @@ def flatten(
                         child_path = (*prefix, keys[i - 1]) if stack else ()
                         paths += [(*child_path, key) for key in kid_keys]
                     continue
-            if len(stack) >= look_at or len(nodes) >= work_at:
-                look_at, work_at = 2 * max(len(stack), 500), 2 * len(nodes) + 1000
-                _look_for_cycle(label, [*stack[1:], (node, ntype, data, children, n, i)], child)
+            work += len(kids)
+            if work + len(nodes) >= look_at:  # rarely: see _look
+                frame = (node, ntype, data, children, n, i)
+                look_at, scan_at = _look(label, stack, frame, child, work + len(nodes), scan_at)
             stack.append((node, ntype, data, children, n, i, keys, prefix, leaf_start, node_start))
             if with_path and len(stack) > 1:
                 keypath.append(keys[i - 1])
@@ -148,6 +155,40 @@ def _frame_keys(frames: list[tuple[Any, ...]]) -> list[Any]:
     for node, ntype, _, _, _, i in (frame[:6] for frame in frames):
         out.append(ntype.flatten(node, True)[2][i - 1])
     return out
+
+
+MAX_DEPTH = 250_000
+"""How deep a tree may be: key paths this long always work, two longer always raise ValueError.
+
+Real trees are far shallower; a deeper one is taken for an endless one (a flatten function
+that makes a new child each time), and stopped before it fills memory. (jax stops far sooner:
+its walker recurses, and Python's recursion limit stops it about 1,000 levels down.)
+"""
+
+
+def _look(
+    label: str, stack: list[tuple[Any, ...]], frame: tuple[Any, ...], child: Any, done: int, scan_at: int
+) -> tuple[int, int]:
+    """Look for a cycle if the work ``done`` has doubled since the last scan, and for too
+    deep a tree; return when to look next (``look_at``, ``scan_at``)."""
+    if len(stack) >= MAX_DEPTH:
+        raise _too_deep(label, [*stack[1:], frame])
+    if done >= scan_at:
+        scan_at = 2 * done + 1000
+        _look_for_cycle(label, [*stack[1:], frame], child)
+    # The depth grows by at most one per unit of work: look again before it can pass MAX_DEPTH.
+    return min(scan_at, done + MAX_DEPTH - len(stack)), scan_at
+
+
+def _too_deep(label: str, frames: list[tuple[Any, ...]]) -> ValueError:
+    if len(frames) <= 8:
+        where = keystr(tuple(_frame_keys(frames)))
+    else:  # the first and last few keys of a path too long to print
+        where = f"{keystr(tuple(_frame_keys(frames[:4])))}...{keystr(tuple(_frame_keys(frames[-4:])))}"
+    return ValueError(
+        f"{label}{where}: expected a tree at most {MAX_DEPTH:,} levels deep, got a deeper one "
+        "(a flatten function that makes a new child each time makes an endless tree)"
+    )
 
 
 def _look_for_cycle(label: str, frames: list[tuple[Any, ...]], child: Any) -> None:
