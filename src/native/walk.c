@@ -201,7 +201,20 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, PyObject *leaves, 
         frames[0].keys = PyTuple_Pack(1, Py_None);
         if (frames[0].keys == NULL) goto done;
     }
-    Py_ssize_t look_at = 1000, work_at = 1000;
+    /* As the pure walker: look for a cycle when the work (children of stacked nodes plus
+     * nodes done) has doubled since the last scan, and hand a tree deeper than
+     * treekit._traverse.MAX_DEPTH to Python, which raises (see _traverse._look). */
+    Py_ssize_t max_depth = -1;
+    PyObject *limit = PyObject_GetAttrString(S.traverse, "MAX_DEPTH");
+    if (limit != NULL) {
+        max_depth = PyLong_AsSsize_t(limit);
+        Py_DECREF(limit);
+    }
+    if (max_depth < 0) {
+        PyErr_Clear();
+        goto defer;
+    }
+    Py_ssize_t work = 0, scan_at = 1000, look_at = max_depth < 1000 ? max_depth : 1000;
     for (;;) {
         Frame *f = &frames[depth - 1];
         if (f->i >= f->n) {
@@ -326,11 +339,18 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, PyObject *leaves, 
             if (bad) goto done;
             continue;
         }
-        if (depth >= look_at || PyList_GET_SIZE(nodes) >= work_at) {
-            look_at = 2 * (depth > 500 ? depth : 500);
-            work_at = 2 * PyList_GET_SIZE(nodes) + 1000;
-            int cycle = has_cycle(frames, depth, child);
-            if (cycle != 0) {
+        work += n;
+        Py_ssize_t done_so_far = work + PyList_GET_SIZE(nodes);
+        if (done_so_far >= look_at) {
+            /* depth - 1: the pure walker's len(stack) (frames[0] is the virtual root) */
+            int cycle = depth - 1 >= max_depth;
+            if (!cycle && done_so_far >= scan_at) {
+                scan_at = 2 * done_so_far + 1000;
+                cycle = has_cycle(frames, depth, child);
+            }
+            look_at = done_so_far + max_depth - (depth - 1);
+            if (look_at > scan_at) look_at = scan_at;
+            if (cycle != 0) { /* a cycle, or too deep: Python walks again and raises */
                 Py_DECREF(kids);
                 Py_DECREF(data);
                 Py_XDECREF(keys);
