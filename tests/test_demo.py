@@ -67,15 +67,15 @@ def test_backend_numpy_never_imports_jax() -> None:
 def test_backend_jax_without_jax_says_so() -> None:
     code = HIDE_JAX + "from treekit.__main__ import main\nsys.exit(main(['demo', '--backend', 'jax']))\n"
     result = run_python(code)
-    assert result.returncode == 2
-    assert result.stdout == (
-        "demo: --backend jax needs jax installed (pip install 'jax-treekit[jax]'); try --backend numpy\n"
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "treekit demo: --backend jax needs jax installed (pip install 'jax-treekit[jax]'); try --backend numpy\n"
     )
 
 
 def test_demo_fails_when_the_loss_does_not_fall(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--steps", "3", "--backend", "numpy", "--learning-rate", "0"]) == 1
-    assert capsys.readouterr().out.endswith("demo: the loss did not fall\n")
+    assert re.fullmatch(r"treekit demo: the loss did not fall \(from \S+ to \S+\)\n", capsys.readouterr().err)
 
 
 @pytest.mark.parametrize(
@@ -88,14 +88,18 @@ def test_demo_fails_when_the_loss_does_not_fall(capsys: pytest.CaptureFixture[st
         (["demo", "--widths", "1,0,1"], "argument --widths: expected two or more positive integers"),
         (["demo", "--steps", "0"], "argument --steps: expected a positive integer, got '0'"),
         (["demo", "--backend", "torch"], "argument --backend: invalid choice: 'torch'"),
-        ([], "the following arguments are required: command"),
+        (["demo", "--seed", "-1"], "argument --seed: expected an integer >= 0, got '-1'"),
+        (["demo", "--steps", "x"], "argument --steps: expected a positive integer, got 'x'"),
+        ([], "the following arguments are required: COMMAND"),
     ],
 )
 def test_bad_arguments(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+    """Usage errors: status 2 and one line on stderr (no usage dump, no traceback)."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert message in captured.err
+    assert captured.err.count("\n") == 1
 
 
 def test_demo_prints_the_param_summary(capsys: pytest.CaptureFixture[str]) -> None:

@@ -59,7 +59,7 @@ def test_refusals_say_why(tmp_path: Path, capsys: pytest.CaptureFixture[str], na
     path = tmp_path / name
     assert main(["show", str(path)]) == 1
     captured = capsys.readouterr()
-    assert (captured.out, captured.err) == ("", f"python -m treekit show: {path}: {message}\n")
+    assert (captured.out, captured.err) == ("", f"treekit show: {path}: {message}\n")
 
 
 def test_allow_pickle(tmp_path: Path) -> None:
@@ -79,3 +79,179 @@ def test_python_dash_m(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "treekit", "show", str(tmp_path / "t.json")]
     run = subprocess.run(command, capture_output=True, text=True)
     assert (run.returncode, run.stdout.splitlines()[1]) == (0, "['w'][0]  -      float     -      -")
+
+
+# -- what the file says is not trusted (issue 13 items 9 and 12) --------------------------------
+def npy_bytes(header: str, data: bytes = b"", version: int = 1) -> bytes:
+    """A .npy file with this header dict text (padded as numpy pads it) and data."""
+    width = 2 if version == 1 else 4
+    header += " " * (-(10 + (width - 2) + len(header) + 1) % 64) + "\n"
+    return b"\x93NUMPY" + bytes([version, 0]) + len(header).to_bytes(width, "little") + header.encode() + data
+
+
+def show_err(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run `treekit show *argv`, check it failed with one line on stderr and nothing on stdout."""
+    assert main(["show", *argv]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1, captured.err
+    return captured.err
+
+
+def test_npz_that_inflates_past_the_limit_is_refused_before_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A .npz of 64 KiB that inflates to 64 MiB: refused from the zip's declared sizes, unread."""
+    import tracemalloc
+
+    name = tmp_path / "bomb.npz"
+    np.savez_compressed(name, w=np.zeros(64 << 20, np.uint8))
+    assert name.stat().st_size < 1 << 20
+    tracemalloc.start()
+    try:
+        err = show_err(capsys, str(name), "--max-bytes", "16M")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert err == (
+        f"treekit show: {name}: inflates to {(64 << 20) + 128:,} bytes, more than --max-bytes 16,777,216; "
+        "pass --max-bytes N or --no-limit to read it anyway\n"
+    )
+    assert peak < 4 << 20
+    for lift in (["--no-limit"], ["--max-bytes", "1G"]):
+        assert main(["show", str(name), *lift]) == 0
+        assert capsys.readouterr().out.splitlines()[1].split() == [
+            "['w']",
+            "(67108864,)",
+            "uint8",
+            "67,108,864",
+            "67,108,864",
+        ]
+
+
+def test_default_limit_is_a_gibibyte(tmp_path: Path) -> None:
+    from treekit._show import DEFAULT_MAX_BYTES
+
+    assert DEFAULT_MAX_BYTES == 1 << 30
+
+
+HUGE = "{'descr': '<f8', 'fortran_order': False, 'shape': (1099511627776,), }"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            npy_bytes(HUGE, b"\0" * 16),
+            "expected 8,796,093,022,208 bytes of data for shape (1099511627776,) float64, got 16 "
+            "(a truncated or corrupt file)",
+        ),
+        (
+            npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }" + " " * 20_000, b"\0" * 16, 2),
+            "expected a .npy header of at most 10,000 bytes, got 20,084 bytes (a header this long is slow to parse "
+            "safely; pass --allow-pickle only for files you trust)",
+        ),
+        (b"\x93NUMPY\x01", "expected a .npy header starting with b'\\x93NUMPY', got b'\\x93NUMPY'"),
+        (b"PK\x03\x04", "expected a .npy header starting with b'\\x93NUMPY', got b'PK\\x03\\x04'"),
+        (npy_bytes("{'descr': '<f8', 'shape': (2,)}"), "expected a .npy header, got one numpy cannot read"),
+        (
+            npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", b"\0" * 8),
+            "expected 16 bytes of data for shape (2,) float64, got 8",
+        ),
+    ],
+    ids=["2**40 shape", "oversized header", "short", "not npy", "bad header", "truncated"],
+)
+def test_npy_header_is_checked_before_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, message: str
+) -> None:
+    """Issue 13 item 12: a 2**40 shape gave a MemoryError traceback; an oversized header was
+    reported as "refusing to load a pickled array"."""
+    name = tmp_path / "x.npy"
+    name.write_bytes(content)
+    err = show_err(capsys, str(name))
+    assert err.startswith(f"treekit show: {name}: {message}")
+    assert "pickled" not in err
+
+
+def test_npz_members_headers_are_checked_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import zipfile
+
+    name = tmp_path / "x.npz"
+    with zipfile.ZipFile(name, "w") as archive:
+        archive.writestr("ok.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", b"\0" * 4))
+        archive.writestr("w.npy", npy_bytes(HUGE, b"\0" * 16))
+    err = show_err(capsys, str(name))
+    assert err.startswith(f"treekit show: {name}: array 'w': expected 8,796,093,022,208 bytes of data")
+
+
+def test_npy_is_memory_mapped_not_read(tmp_path: Path) -> None:
+    np.save(tmp_path / "a.npy", np.arange(6.0).reshape(2, 3))
+    tree = load_tree(tmp_path / "a.npy", max_bytes=1)
+    assert isinstance(tree, np.memmap) and tree.shape == (2, 3) and tree[1, 2] == 5.0
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_deep_json_is_one_line_not_a_recursion_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], depth: int
+) -> None:
+    """Issue 13 item 12: a 1,000-deep JSON file gave a 31-line RecursionError traceback."""
+    name = tmp_path / "deep.json"
+    name.write_text("[" * depth + "1" + "]" * depth)
+    err = show_err(capsys, str(name))
+    assert err.startswith(f"treekit show: {name}: expected JSON nested less than about ")
+
+
+def test_json_over_the_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name = tmp_path / "big.json"
+    name.write_text("[" + "1," * 1000 + "1]")
+    err = show_err(capsys, str(name), "--max-bytes", "1K")
+    assert err == (
+        f"treekit show: {name}: a JSON file of 2,003 bytes, more than --max-bytes 1,024; "
+        "pass --max-bytes N or --no-limit to read it anyway\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"PK\x03\x04garbage", "File is not a zip file"),
+        (b"{\xff}", "codec can't decode"),
+        (b"{'a': 1}", "Expecting property name"),
+    ],
+    ids=["corrupt npz", "not utf-8", "bad json"],
+)
+def test_unreadable_files_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, message: str
+) -> None:
+    name = tmp_path / ("x.npz" if content.startswith(b"PK") else "x.json")
+    name.write_bytes(content)
+    assert message in show_err(capsys, str(name))
+
+
+def test_show_json_and_depth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name = tmp_path / "ckpt.npz"
+    np.savez(name, **{"dense/w": np.zeros((2, 3), np.float32), "dense/b": np.zeros(3, np.float32), "step": 7})
+    assert main(["show", "--json", str(name)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["total"] == {"leaves": 3, "arrays": 3, "size": 10, "bytes": 44}
+    assert data["rows"][1] == {
+        "path": "['dense']['w']",
+        "leaves": 1,
+        "arrays": 1,
+        "size": 6,
+        "bytes": 24,
+        "type": "ndarray",
+        "shape": [2, 3],
+        "dtype": "float32",
+    }
+    assert main(["show", "--depth", "1", str(name)]) == 0
+    assert capsys.readouterr().out.splitlines() == [  # as summary(tree, depth=1) prints it
+        "path       shape     dtype    size  bytes",
+        "['dense']  2 arrays  float32     9     36",
+        "['step']   ()        int64       1      8",
+        "total      3 arrays             10     44",
+    ]
+    assert main(["show", "--depth", "0", "--json", str(name)]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == [
+        {"path": "(root)", "leaves": 3, "arrays": 3, "size": 10, "bytes": 44}
+    ]

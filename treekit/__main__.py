@@ -1,6 +1,6 @@
-"""``python -m treekit``: command-line entry points, one subcommand each.
+"""``treekit`` (also ``python -m treekit``): command-line entry points, one subcommand each.
 
-``python -m treekit show FILE`` prints the summary of a tree stored in a file.
+``treekit show FILE`` prints the summary of a tree stored in a file.
 ``python -m treekit demo`` trains the JAX pytree tutorial's MLP on ``y = x**2`` with treekit's
 init, Adam and ``apply_updates`` (a ``tree_map``): under ``jax.jit`` when jax is installed,
 with numpy and a hand-written backward pass otherwise (``--backend`` chooses).
@@ -14,7 +14,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 
 def _progress(step: int, steps: int, loss: float, width: int = 20) -> str:
@@ -65,7 +65,8 @@ def _pick_backend(asked: str) -> str | None:
 def _demo(args: argparse.Namespace) -> int:
     backend = _pick_backend(args.backend)
     if backend is None:
-        print("demo: --backend jax needs jax installed (pip install 'jax-treekit[jax]'); try --backend numpy")
+        message = "--backend jax needs jax installed (pip install 'jax-treekit[jax]'); try --backend numpy"
+        print(f"{args.prog} demo: {message}", file=sys.stderr)
         return 2
     if backend == "numpy" and "numpy" not in sys.modules:
         # 128-row matmuls gain nothing from BLAS threads, and on a busy machine their spinning
@@ -105,16 +106,26 @@ def _demo(args: argparse.Namespace) -> int:
     assert first is not None
     print(f"final loss {final:.6f} (initial {first:.6f}) after {steps} steps in {elapsed:.2f}s")
     if not final < first:
-        print("demo: the loss did not fall")
+        print(f"{args.prog} demo: the loss did not fall (from {first:.6f} to {final:.6f})", file=sys.stderr)
         return 1
     return 0
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _at_least(low: int, what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive = _at_least(1, "a positive integer")
+_natural = _at_least(0, "an integer >= 0")
 
 
 def _widths(text: str) -> list[int]:
@@ -136,7 +147,7 @@ def _add_demo(sub: Any) -> None:
         "backward pass otherwise. Exits 1 if the loss did not fall.",
     )
     demo.add_argument("--steps", type=_positive, default=1000, help="training steps (default 1000)")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the init and the data (default 0)")
+    demo.add_argument("--seed", type=_natural, default=0, help="seed of the init and the data (default 0)")
     demo.add_argument("--widths", type=_widths, default="1,128,128,1", help="layer widths (default 1,128,128,1)")
     demo.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's step size (default 0.001)")
     demo.add_argument(
@@ -151,25 +162,132 @@ def _add_demo(sub: Any) -> None:
 def _show(args: argparse.Namespace) -> int:
     from treekit._show import show as show_file
 
-    return show_file(args.file, allow_pickle=args.allow_pickle)
+    max_bytes = None if args.no_limit else args.max_bytes
+    return show_file(
+        args.file,
+        allow_pickle=args.allow_pickle,
+        max_bytes=max_bytes,
+        as_json=args.json,
+        depth=args.depth,
+        prog=args.prog,
+    )
+
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _byte_count(text: str) -> int:
+    """``4096``, ``512M``, ``2G`` (binary units, an optional trailing ``B`` or ``iB``)."""
+    spec = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = spec[-1:] if spec[-1:].isalpha() else ""
+    try:
+        value = int(spec[: len(spec) - len(unit)]) * _UNITS[unit]
+    except (ValueError, KeyError):
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a byte count like 4096, 512M or 2G, got {text!r}")
+    return value
 
 
 def _add_show(sub: Any) -> None:
-    show = sub.add_parser("show", help="print the summary of a tree stored in .npz, .npy or .json")
-    show.add_argument("file")
+    from treekit._show import DEFAULT_MAX_BYTES
+
+    show = sub.add_parser(
+        "show",
+        help="print the summary of a tree stored in .npz, .npy or .json",
+        description="Print the summary table (key path, shape, dtype, size, bytes) of the tree in FILE: "
+        ".npz (keys split on / into nested dicts), .npy or .json. Sizes are checked before anything "
+        "is read. Exits 1 if the file cannot be read or is refused.",
+    )
+    show.add_argument("file", metavar="FILE", help="a .npz, .npy or .json file (or a pickle, with --allow-pickle)")
+    show.add_argument(
+        "--depth",
+        type=_natural,
+        metavar="N",
+        help="one row per subtree N key entries deep, with its subtotals, instead of one per leaf",
+    )
+    show.add_argument("--json", action="store_true", help="print the rows and totals as JSON instead of a table")
+    show.add_argument(
+        "--max-bytes",
+        type=_byte_count,
+        default=DEFAULT_MAX_BYTES,
+        metavar="N",
+        help="refuse a .npz that inflates to, or a .json file of, more than N bytes (512M, 2G; default 1G)",
+    )
+    show.add_argument("--no-limit", action="store_true", help="lift --max-bytes: read files of any size")
     show.add_argument("--allow-pickle", action="store_true", help="also load pickles (this runs code from the file)")
     show.set_defaults(run=_show)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m treekit``; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m treekit")
-    sub = parser.add_subparsers(dest="command", required=True)
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr (exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _Version(argparse.Action):
+    """``--version``: looked up only when asked (reading the installed metadata takes time)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print treekit's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> NoReturn:
+        print(f"treekit {version()}")
+        parser.exit(0)
+
+
+def version() -> str:
+    """The installed distribution's version (whatever its name on the package index), else
+    ``treekit.__version__`` (running from a source tree)."""
+    from importlib import metadata
+
+    import treekit
+
+    for name in metadata.packages_distributions().get("treekit", []):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return treekit.__version__
+
+
+def parser(prog: str = "treekit") -> argparse.ArgumentParser:
+    """The command line's parser (its subcommands are in the ``choices`` of its last action)."""
+    top = _Parser(prog=prog, description="Pytrees for JAX model code: command-line tools.")
+    top.add_argument("--version", action=_Version)
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_demo(sub)
     _add_show(sub)
-    args = parser.parse_args(argv)
-    return int(args.run(args))
+    return top
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "treekit") -> int:
+    """Entry point of the ``treekit`` command (and ``python -m treekit``); returns the exit status.
+
+    Status 0: done; 1: the job failed (a file that cannot be read, a loss that did not fall);
+    2: a usage error. Errors are one line on stderr, never a traceback.
+    """
+    try:
+        args = parser(prog).parse_args(argv)
+    except SystemExit as stop:  # --help, --version and usage errors
+        return stop.code if isinstance(stop.code, int) else 2
+    args.prog = prog
+    try:
+        status = int(args.run(args))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `treekit show ... | head -1`: the reader has gone; stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the flush at exit does not fail again
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print(f"{prog} {args.command}: out of memory", file=sys.stderr)
+        return 1
+    return status
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m treekit"))
