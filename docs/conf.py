@@ -14,9 +14,18 @@ release build), or ``=off`` to skip them all.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
+import pkgutil
 import sys
 from pathlib import Path
+
+from docutils import nodes
+from docutils.nodes import Node
+from docutils.statemachine import StringList
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
 
 DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent))  # document this checkout's treekit, not an installed one
@@ -50,6 +59,94 @@ autodoc_typehints = "signature"
 autodoc_type_aliases = {"PyTree": "treekit.PyTree", "KeyPath": "treekit.KeyPath", "KeyEntry": "treekit.KeyEntry"}
 python_use_unqualified_type_names = True
 autosummary_generate = False  # api.md lists entries itself; nothing is written into docs/
+add_function_parentheses = False  # {py:func}`~treekit.tree_map` reads as the page wrote it
+# Every reference to a Python object must resolve (with -W, an unresolved one fails the build).
+# Exempt: other projects' names (they link only with their inventories, see below), the type
+# variables in signatures, and what Sphinx makes of the autodoc_type_aliases.
+nitpicky = True
+nitpick_ignore_regex = [
+    (r"py:.*", r"(collections|typing|types|hypothesis|numpy|np|jax|optax)\..*"),
+    (r"py:class", r"treekit\._\w+\.[A-Z]"),
+    (r"py:class", r"TypeAliasForwardRef"),
+]
+
+
+def _public_modules() -> list[str]:
+    return sorted(f"treekit.{m.name}" for m in pkgutil.iter_modules(treekit.__path__) if not m.name.startswith("_"))
+
+
+def _home(name: str, obj: object) -> str:
+    """Where the reference documents ``obj`` (exported as ``name``): ``treekit`` if it is in
+    ``treekit.__all__``; else the public module that defines it; else the first public module,
+    alphabetically, whose ``__all__`` has it."""
+    if any(getattr(treekit, n) is obj for n in treekit.__all__):
+        return "treekit"
+    defined = getattr(obj, "__module__", None) if inspect.isroutine(obj) or inspect.isclass(obj) else None
+    exporters = [
+        m for m in _public_modules() if name in getattr(importlib.import_module(m), "__all__", ())
+        and getattr(importlib.import_module(m), name) is obj
+    ]
+    if defined in exporters:
+        return str(defined)
+    return exporters[0] if exporters else ""
+
+
+def _own_names(module_name: str) -> list[str]:
+    """The names of ``module.__all__`` documented in that module's section (see ``_home``)."""
+    module = importlib.import_module(module_name)
+    own = [name for name in module.__all__ if _home(name, getattr(module, name)) == module_name]
+
+    def line(name: str) -> float:  # source order (as autodoc_member_order), data last
+        obj = getattr(module, name)
+        try:
+            return float(inspect.getsourcelines(obj)[1]) if getattr(obj, "__module__", None) == module_name else 1e9
+        except (TypeError, OSError):
+            return 1e9
+
+    return sorted(own, key=line)
+
+
+class ModuleMembers(SphinxDirective):
+    """``.. module-members:: treekit.params``: a public module's section of the API reference.
+
+    The module's docstring, a summary table and the entries of its own names (see
+    ``_own_names``), from its ``__all__``: a name added there appears without editing api.md.
+    """
+
+    required_arguments = 1
+
+    def run(self) -> list[Node]:
+        name = self.arguments[0]
+        own = _own_names(name)
+        module = importlib.import_module(name)
+        lines = [f".. automodule:: {name}", ""]
+        if own:
+            lines += [".. autosummary::", ""] + [f"   {n}" for n in own] + [""]
+        for member in own:
+            obj = getattr(module, member)
+            if inspect.isclass(obj):
+                kind = "exception" if issubclass(obj, BaseException) else "class"
+            else:
+                kind = "function" if inspect.isroutine(obj) else "data"
+            lines += [f".. auto{kind}:: {member}"] + (["   :annotation:"] if kind == "data" else []) + [""]
+        node = nodes.container()
+        self.state.nested_parse(StringList(lines, source="<module-members>"), self.content_offset, node)
+        return node.children
+
+
+def _strip_trailing_blank_lines(app: Sphinx, doctree: nodes.document) -> None:
+    """Drop the blank line that ends each ``>>>`` block: the doctests need it before the closing
+    fence (or the fence would be expected output), readers see it as empty space."""
+    for block in doctree.findall(nodes.literal_block):
+        text = block.astext()
+        if text != text.rstrip() and len(block.children) == 1 and isinstance(block[0], nodes.Text):
+            block[0] = nodes.Text(text.rstrip())
+            block.rawsource = text.rstrip()
+
+
+def setup(app: Sphinx) -> None:
+    app.add_directive("module-members", ModuleMembers)
+    app.connect("doctree-read", _strip_trailing_blank_lines)
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False

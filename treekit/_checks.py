@@ -104,7 +104,7 @@ class Difference(NamedTuple):
 class TreeDiff(list[Difference]):
     """The list of :class:`Difference` records that :func:`tree_diff` returns.
 
-    ``str`` lists them one per line, the first :attr:`limit`, then ``... and N more``.
+    ``str`` lists them one per line, the first :attr:`~treekit.TreeDiff.limit`, then ``... and N more``.
 
     >>> diff = tree_diff({'w': 1}, {'w': 2.0})
     >>> type(diff).__name__, len(diff)
@@ -113,13 +113,14 @@ class TreeDiff(list[Difference]):
     b['w']: expected int 1, got float 2.0
     """
 
+    #: How many records ``str`` lists (``0``: all).
     limit = 20
 
     def __str__(self) -> str:
         return self.format()
 
     def format(self, limit: int | None = None) -> str:
-        """The records one per line; at most ``limit`` (default :attr:`limit`, ``0``: all).
+        """The records one per line; at most ``limit`` (default :attr:`~treekit.TreeDiff.limit`, ``0``: all).
 
         >>> print(tree_diff([1, 2, 3], [1.0, 2.0, 3.0]).format(limit=2))
         b[0]: expected int 1, got float 1.0

@@ -300,7 +300,7 @@ def same_structure_trees(
 
 
 def _elements(dtype: Any, allow_nan: bool, allow_infinity: bool) -> SearchStrategy[Any]:
-    """Values of ``dtype``: |x| <= 1000 for numbers, plus NaN / infinities when allowed."""
+    """Values of ``dtype``: ``|x| <= 1000`` for numbers, plus NaN / infinities when allowed."""
     import numpy as np
     from hypothesis.extra import numpy as hnp
 
@@ -520,7 +520,7 @@ def array_trees(
     allow_infinity: bool = False,
 ) -> SearchStrategy[Any]:
     """A strategy for trees whose leaves are arrays (numpy, or jax with ``jax_arrays=True``),
-    with finite values (|x| <= 1000) unless NaN or infinities are allowed.
+    with finite values (``|x| <= 1000``) unless NaN or infinities are allowed.
 
     >>> from hypothesis import find, settings
     >>> quick = settings(max_examples=100, database=None, derandomize=True)
@@ -556,7 +556,7 @@ def param_trees(
     """A strategy for MLP parameter trees: ``[{'weights': (n_in, n_out), 'biases': (n_out,)}, ...]``.
 
     The JAX pytree tutorial's layout (and ``python -m treekit demo``'s), with finite values
-    (|x| <= 1000).
+    (``|x| <= 1000``).
 
     >>> from hypothesis import Phase, find, settings
     >>> quick = settings(max_examples=100, database=None, derandomize=True)

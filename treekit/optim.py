@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 ScalarOrSchedule = Union[float, Callable[[Any], Any]]
-"""A number, or a schedule: a function of the step count (see :mod:`treekit.schedules`)."""
+"""A number, or a schedule (a function of the step count, see :mod:`treekit.schedules`)."""
 
 
 class GradientTransformation(NamedTuple):
@@ -427,7 +427,7 @@ def add_decayed_weights(weight_decay: ScalarOrSchedule = 0.0, mask: Any = None) 
 
 def clip_by_global_norm(max_norm: Any) -> GradientTransformation:
     """Scale the updates down to global norm ``max_norm`` when it is larger (optax's;
-    Pascanu et al., 2012). The norm is :func:`~treekit.params.tree_norm` of all the updates.
+    Pascanu et al., 2012). The norm is :func:`~treekit.tree_norm` of all the updates.
 
     >>> import numpy as np
     >>> clip_by_global_norm(1.0).update({'w': np.array([3.0, 4.0])}, EmptyState())[0]

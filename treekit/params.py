@@ -18,7 +18,7 @@ functions use the array module the leaves come from.
 >>> bool(mse_loss(params, x, x**2) < first / 10)
 True
 
-The tree math (:func:`tree_add`, ...) lives in ``treekit._tree_math``, ``treekit._tree_reduce``
+The tree math (:func:`~treekit.tree_add`, ...) lives in ``treekit._tree_math``, ``treekit._tree_reduce``
 and ``treekit._tree_random``, the path functions in
 ``treekit._at`` and the optimizers in :mod:`treekit.optim`; they are all re-exported here.
 """
