@@ -65,7 +65,7 @@ add_function_parentheses = False  # {py:func}`~treekit.tree_map` reads as the pa
 # variables in signatures, and what Sphinx makes of the autodoc_type_aliases.
 nitpicky = True
 nitpick_ignore_regex = [
-    (r"py:.*", r"(collections|typing|types|hypothesis|numpy|np|jax|optax)\..*"),
+    (r"py:.*", r"(?!treekit\.)[A-Za-z_]\w*\..+"),  # a dotted name outside treekit: os.PathLike, np.ndarray
     (r"py:class", r"treekit\._\w+\.[A-Z]"),
     (r"py:class", r"TypeAliasForwardRef"),
 ]
