@@ -172,3 +172,5 @@ intersphinx_timeout = 10
 # -- HTML ---------------------------------------------------------------------------------
 html_theme = "furo"
 html_title = f"treekit {release}"
+html_static_path = ["_static"]
+html_css_files = ["treekit.css"]

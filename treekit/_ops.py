@@ -67,7 +67,7 @@ def tree_flatten(tree: PyTree, is_leaf: IsLeaf | None = None) -> tuple[list[Any]
 
 
 def tree_unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> PyTree:
-    """Build a tree of structure ``treedef`` from ``leaves`` (the inverse of tree_flatten).
+    """Build a tree of structure ``treedef`` from ``leaves`` (the inverse of :func:`tree_flatten`).
 
     Dicts come back in the key order of the tree ``treedef`` was made from.
 
