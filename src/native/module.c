@@ -16,7 +16,7 @@ PyObject *tk_int(Py_ssize_t v) {
     return PyLong_FromSsize_t(v);
 }
 
-PyObject *tk_lookup(PyObject *types, PyObject *x, PyObject **owned) {
+PyObject *tk_lookup(PyObject *types, PyObject *x, PyObject **owned, int *resolved) {
     PyObject *cls = (PyObject *)Py_TYPE(x);
     PyObject *ntype = PyDict_GetItemWithError(types, cls); /* borrowed */
     *owned = NULL;
@@ -27,6 +27,7 @@ PyObject *tk_lookup(PyObject *types, PyObject *x, PyObject **owned) {
         return ntype;
     }
     if (PyErr_Occurred()) return NULL;
+    *resolved = 1;
     ntype = PyObject_CallOneArg(S.resolve, cls);
     *owned = ntype;
     return ntype;

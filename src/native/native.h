@@ -45,9 +45,10 @@ typedef struct {
 extern State S;
 
 int tk_ready(void);
-/* TYPES[type(x)], resolved like treekit._registry.lookup: a borrowed NodeType, Py_None for
- * a leaf type; NULL with an exception on failure. *owned gets a reference to release. */
-PyObject *tk_lookup(PyObject *types, PyObject *x, PyObject **owned);
+/* TYPES[type(x)], resolved like treekit._registry.lookup: a NodeType, Py_None for a leaf
+ * type; NULL with an exception on failure. *owned gets a reference to release; *resolved
+ * is set to 1 if treekit._registry.resolve (Python code) was called. */
+PyObject *tk_lookup(PyObject *types, PyObject *x, PyObject **owned, int *resolved);
 PyObject *tk_int(Py_ssize_t v);
 
 /* walk.c: treekit._traverse.flatten (plain and with_path). 0 done, DEFER, -1 error. */
