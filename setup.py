@@ -10,7 +10,14 @@ setup(
     ext_modules=[
         Extension(
             "treekit._native",
-            sources=["src/native/module.c", "src/native/walk.c", "src/native/build.c"],
+            sources=[
+                "src/native/module.c",
+                "src/native/node.c",
+                "src/native/walk.c",
+                "src/native/guide.c",
+                "src/native/map.c",
+                "src/native/build.c",
+            ],
             depends=["src/native/native.h"],
             optional=True,
         )

@@ -6,6 +6,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol, Union, runtime_checkable
 
+from treekit._core import NATIVE
+
 __all__ = [
     "DictKey",
     "FlattenedIndexKey",
@@ -194,4 +196,8 @@ def keystr(keys: KeyPath, *, simple: bool = False, separator: str = "") -> str:
     Returns:
         The joined string; ``''`` for the empty path (the root).
     """
+    if NATIVE is not None:  # the same texts, joined in C
+        text = NATIVE.keystr(keys, simple, separator)
+        if text is not NATIVE.DEFER:
+            return text  # type: ignore[no-any-return]
     return separator.join(map(_simple if simple else str, keys))

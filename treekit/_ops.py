@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, NoReturn, TypeVar, overload
 
+from treekit._core import NATIVE
 from treekit._errors import noted, where_text
 from treekit._keys import KeyPath
 from treekit._registry import lookup
@@ -39,6 +40,7 @@ PyTree = Any
 """Any Python object seen as a tree: nodes are registered containers, everything else a leaf."""
 
 T = TypeVar("T")
+_DEFER: Any = NATIVE.DEFER if NATIVE is not None else object()  # what a native function returns to hand a call back
 
 
 def tree_flatten(tree: PyTree, is_leaf: IsLeaf | None = None) -> tuple[list[Any], TreeDef]:
@@ -216,11 +218,30 @@ def leafwise(
         return list(map(f, first, *columns[1:]))
     except Exception as exc:
         row = len(columns[0]) - operator.length_hint(first) - 1
-        label, _, arguments = where.partition("|")
-        again = noted(exc, f"{label} raised at {where_text(path_of(row))} ({arguments})")
-        if again is exc:
-            raise
-        raise again from exc
+        _raise_noted(exc, where, path_of(row))
+
+
+def _raise_noted(exc: Exception, where: str, path: KeyPath) -> NoReturn:
+    """Raise ``exc`` (raised by the user's function at the leaf ``path``) with its note (see :func:`leafwise`)."""
+    label, _, arguments = where.partition("|")
+    again = noted(exc, f"{label} raised at {where_text(path)} ({arguments})")
+    if again is exc:
+        raise exc
+    raise again from exc
+
+
+def _map_where(with_path: bool, n_rest: int) -> str:
+    if with_path:
+        return f"tree_map_with_path: f|arguments: the key path, leaves from {_trees(n_rest)}"
+    return f"tree_map: f|arguments from {_trees(n_rest)}"
+
+
+def _map_failed(
+    exc: Exception, row: int, paths: list[KeyPath] | None, tree: PyTree, is_leaf: IsLeaf | None, rest: tuple[Any, ...]
+) -> NoReturn:
+    """What the native tree_map calls when ``f`` raises at leaf ``row``: raise as the pure core does."""
+    path = _path(tree, is_leaf, row) if paths is None else paths[row]
+    _raise_noted(exc, _map_where(paths is not None, len(rest)), path)
 
 
 def tree_map(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: IsLeaf | None = None) -> PyTree:
@@ -248,10 +269,13 @@ def tree_map(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: IsLeaf
             ``rest[0]['layers'][1]: expected list of length 2, got list of length 3``.
         TreeCycleError: If ``tree`` holds a cycle.
     """
+    if NATIVE is not None:  # the same walks, fused in C; anything unusual comes back here
+        out = NATIVE.map(f, tree, rest, is_leaf, False, False, _map_failed)
+        if out is not _DEFER:
+            return out
     leaves, treedef, _ = flatten(tree, is_leaf)
     columns = [leaves, *_rest_leaves(treedef, rest)] if rest else [leaves]
-    where = f"tree_map: f|arguments from {_trees(len(rest))}"
-    return treedef._build(leafwise(f, columns, lambda i: _path(tree, is_leaf, i), where))
+    return treedef._build(leafwise(f, columns, lambda i: _path(tree, is_leaf, i), _map_where(False, len(rest))))
 
 
 def _path(tree: PyTree, is_leaf: IsLeaf | None, index: int) -> KeyPath:
@@ -288,10 +312,14 @@ def tree_map_with_path(
         StructureMismatchError: As :func:`tree_map`.
         TreeCycleError: If ``tree`` holds a cycle.
     """
+    if NATIVE is not None:  # the same walks, fused in C; anything unusual comes back here
+        out = NATIVE.map(f, tree, rest, is_leaf, True, is_leaf_takes_path, _map_failed)
+        if out is not _DEFER:
+            return out
     leaves, treedef, paths = flatten(tree, is_leaf, True, is_leaf_takes_path)
     assert paths is not None
-    where = f"tree_map_with_path: f|arguments: the key path, leaves from {_trees(len(rest))}"
-    return treedef._build(leafwise(f, [paths, leaves, *_rest_leaves(treedef, rest)], paths.__getitem__, where))
+    columns = [paths, leaves, *_rest_leaves(treedef, rest)]
+    return treedef._build(leafwise(f, columns, paths.__getitem__, _map_where(True, len(rest))))
 
 
 class _Unspecified:

@@ -250,6 +250,10 @@ class TreeDef:
         under the mismatched node; those result slots hold ``None`` (and, in ``paths``, the
         node's key path). A failing flatten function still raises (the leftmost one).
         """
+        if NATIVE is not None and paths is None and errors is None:  # the walk without keys, in C
+            found_native = NATIVE.up_to(self._nodes, tree, strict, is_leaf)
+            if found_native is not NATIVE.DEFER:
+                return found_native  # type: ignore[no-any-return]
         nodes = self._nodes
         with_path = paths is not None or errors is not None
         out: list[Any] = []

@@ -47,16 +47,16 @@ defer:
 
 PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
     *defer = 0;
-    if (!PyTuple_CheckExact(nodes) || !PyList_CheckExact(leaves)) {
+    if ((!PyTuple_CheckExact(nodes) && !PyList_CheckExact(nodes)) || !PyList_CheckExact(leaves)) {
         *defer = 1;
         return NULL;
     }
-    Py_ssize_t count = PyTuple_GET_SIZE(nodes), top = 0, next_leaf = 0;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(nodes), top = 0, next_leaf = 0;
     PyObject **stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)(count ? count : 1));
     if (stack == NULL) return PyErr_NoMemory();
     PyObject *result = NULL;
     for (Py_ssize_t j = 0; j < count; j++) {
-        PyObject *record = PyTuple_GET_ITEM(nodes, j);
+        PyObject *record = PySequence_Fast_GET_ITEM(nodes, j);
         if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 5) goto defer;
         PyObject *ntype = PyTuple_GET_ITEM(record, 0), *data = PyTuple_GET_ITEM(record, 1);
         if (ntype == Py_None) {

@@ -3,6 +3,12 @@
  *   flatten(tree, is_leaf=None, with_path=False, leaf_takes_path=False, label='tree')
  *       mirrors treekit._traverse.flatten; hands a tree it does not finish to it
  *   build(nodes, leaves)      mirrors treekit._treedef._interpret; DEFER: let Python build it
+ *   up_to(nodes, tree, strict=False, is_leaf=None)
+ *       mirrors treekit._treedef.TreeDef._walk without keys; DEFER: let Python walk it
+ *   map(f, tree, rest, is_leaf, with_path, leaf_takes_path, failed)
+ *       mirrors treekit._ops.tree_map / tree_map_with_path; DEFER: let Python map it
+ *   keystr(keys, simple, separator)
+ *       mirrors treekit._keys.keystr; DEFER: let Python join it
  */
 #include "native.h"
 
@@ -49,10 +55,26 @@ int tk_ready(void) {
         !(S.TreeDef = attr(S.treedef_mod, "TreeDef")) || !(S.LEAF = attr(S.treedef_mod, "LEAF")) ||
         !(S.unflatten = attr(S.treedef_mod, "_unflatten")))
         return -1;
+    PyObject *keys = PyImport_ImportModule("treekit._keys");
+    if (keys == NULL) return -1;
+    S.SequenceKey = attr(keys, "SequenceKey");
+    S.DictKey = S.SequenceKey ? attr(keys, "DictKey") : NULL;
+    S.GetAttrKey = S.DictKey ? attr(keys, "GetAttrKey") : NULL;
+    S.FlattenedIndexKey = S.GetAttrKey ? attr(keys, "FlattenedIndexKey") : NULL;
+    Py_DECREF(keys);
+    if (S.FlattenedIndexKey == NULL) return -1;
+    if (!PyType_Check(S.DictKey)) {
+        PyErr_SetString(PyExc_TypeError, "treekit._keys.DictKey is not a class");
+        return -1;
+    }
     if (!(S.s_flatten = PyUnicode_InternFromString("flatten")) ||
         !(S.s_original = PyUnicode_InternFromString("original")) || !(S.s_positions = PyUnicode_InternFromString("positions")) ||
         !(S.s_TYPES = PyUnicode_InternFromString("TYPES")) || !(S.s_ORDERS = PyUnicode_InternFromString("ORDERS")) ||
-        !(S.s_nodes = PyUnicode_InternFromString("_nodes")) || !(S.empty_tuple = PyTuple_New(0)))
+        !(S.s_nodes = PyUnicode_InternFromString("_nodes")) || !(S.empty_tuple = PyTuple_New(0)) ||
+        !(S.s_FIELD_KEYS = PyUnicode_InternFromString("_FIELD_KEYS")) ||
+        !(S.s_SEQ_KEYS = PyUnicode_InternFromString("_SEQ_KEYS")) || !(S.s_key = PyUnicode_InternFromString("key")) ||
+        !(S.s_idx = PyUnicode_InternFromString("idx")) || !(S.s_name = PyUnicode_InternFromString("name")) ||
+        !(S.s_build = PyUnicode_InternFromString("_build")) || !(S.s_empty = PyUnicode_InternFromString("")))
         return -1;
     for (int i = 0; i < 8; i++)
         if (!(S.small[i] = PyLong_FromLong(i))) return -1;
@@ -93,14 +115,14 @@ static PyObject *flatten(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     }
     if (given[0] == NULL || tk_ready() < 0) return pure_flatten(args, (size_t)nargs, kwnames);
     int with_path = PyObject_IsTrue(given[2]), takes_path = PyObject_IsTrue(given[3]);
-    if (with_path < 0 || takes_path < 0 || takes_path) {
+    if (with_path < 0 || takes_path < 0 || (takes_path && (!with_path || given[1] == Py_None))) {
         PyErr_Clear();
         return pure_flatten(args, (size_t)nargs, kwnames);
     }
     PyObject *leaves = PyList_New(0), *nodes = PyList_New(0), *paths = with_path ? PyList_New(0) : NULL;
     PyObject *result = NULL;
     if (leaves == NULL || nodes == NULL || (with_path && paths == NULL)) goto done;
-    int rc = tk_walk(given[0], given[1] == Py_None ? NULL : given[1], with_path, leaves, nodes, paths);
+    int rc = tk_walk(given[0], given[1] == Py_None ? NULL : given[1], with_path, takes_path, leaves, nodes, paths);
     if (rc == DEFER) {
         result = pure_flatten(args, (size_t)nargs, kwnames);
         goto done;
@@ -136,11 +158,123 @@ static PyObject *build(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     return tree;
 }
 
+
+/* up_to(nodes, tree, strict=False, is_leaf=None) -> list of subtrees (new reference), or DEFER. */
+static PyObject *up_to(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 2 || nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "up_to(nodes, tree, strict=False, is_leaf=None)");
+        return NULL;
+    }
+    if (tk_ready() < 0) return NULL;
+    int strict = nargs > 2 ? PyObject_IsTrue(args[2]) : 0;
+    if (strict < 0) return NULL;
+    PyObject *is_leaf = nargs > 3 && args[3] != Py_None ? args[3] : NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    int rc = tk_up_to(args[0], args[1], strict, is_leaf, out);
+    if (rc == 0) return out;
+    Py_DECREF(out);
+    if (rc < 0) return NULL;
+    Py_INCREF(S.deferred);
+    return S.deferred;
+}
+
+/* map(f, tree, rest, is_leaf, with_path, leaf_takes_path, failed) -> the tree, or DEFER. */
+static PyObject *map(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyTuple_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "map(f, tree, rest: tuple, is_leaf, with_path, leaf_takes_path, failed)");
+        return NULL;
+    }
+    if (tk_ready() < 0) return NULL;
+    int with_path = PyObject_IsTrue(args[4]), takes_path = PyObject_IsTrue(args[5]);
+    if (with_path < 0 || takes_path < 0) return NULL;
+    PyObject *is_leaf = args[3] == Py_None ? NULL : args[3];
+    if (takes_path && (!with_path || is_leaf == NULL)) takes_path = 0; /* nothing to call with a path */
+    return tk_map(args[0], args[1], args[2], is_leaf, with_path, takes_path, args[6]);
+}
+
+/* One entry's text, as its __str__ (simple=0) or treekit._keys._simple (simple=1) gives it:
+ * new reference. The four built-in entries are read here; any other through str(). */
+static PyObject *entry_text(PyObject *entry, int simple) {
+    PyObject *cls = (PyObject *)Py_TYPE(entry), *name, *value, *text, *out;
+    const char *before, *after;
+    if (cls == S.SequenceKey) {
+        name = S.s_idx, before = "[", after = "]";
+    } else if (cls == S.DictKey) {
+        name = S.s_key, before = "[", after = "]";
+    } else if (cls == S.GetAttrKey) {
+        name = S.s_name, before = ".", after = "";
+    } else if (cls == S.FlattenedIndexKey) {
+        name = S.s_key, before = "[<flat index ", after = ">]";
+    } else {
+        return PyObject_Str(entry);
+    }
+    value = PyObject_GetAttr(entry, name);
+    if (value == NULL) return NULL;
+    if (simple) {
+        if (cls == S.GetAttrKey) return value; /* the name as it is */
+        out = PyObject_Str(value);
+        Py_DECREF(value);
+        return out;
+    }
+    /* f"[{idx}]", f"[{key!r}]", f".{name}", f"[<flat index {key}>]" */
+    text = cls == S.DictKey ? PyObject_Repr(value) : PyObject_Format(value, S.s_empty);
+    Py_DECREF(value);
+    if (text == NULL) return NULL;
+    out = PyUnicode_FromFormat("%s%U%s", before, text, after);
+    Py_DECREF(text);
+    return out;
+}
+
+/* keystr(keys, simple, separator) -> str (new reference), or DEFER before reading keys. */
+static PyObject *keystr(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "keystr(keys, simple, separator)");
+        return NULL;
+    }
+    if (tk_ready() < 0) return NULL;
+    int simple = PyBool_Check(args[1]) ? args[1] == Py_True : -1;
+    if (simple < 0 || !PyUnicode_CheckExact(args[2])) {
+        Py_INCREF(S.deferred);
+        return S.deferred;
+    }
+    PyObject *seq;
+    if (PyTuple_CheckExact(args[0]) || PyList_CheckExact(args[0])) {
+        seq = args[0];
+        Py_INCREF(seq);
+    } else {
+        PyObject *it = PyObject_GetIter(args[0]); /* as map(str, keys): its TypeError */
+        seq = it == NULL ? NULL : PySequence_List(it);
+        Py_XDECREF(it);
+        if (seq == NULL) return NULL;
+    }
+    /* read as map() reads a list: its size at each step (an entry's __str__ may change it) */
+    PyObject *texts = PyList_New(0), *out = NULL;
+    for (Py_ssize_t i = 0; texts != NULL && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *entry = PySequence_Fast_GET_ITEM(seq, i);
+        Py_INCREF(entry);
+        PyObject *text = entry_text(entry, simple);
+        Py_DECREF(entry);
+        if (text == NULL || PyList_Append(texts, text) < 0) Py_CLEAR(texts);
+        Py_XDECREF(text);
+    }
+    if (texts != NULL) out = PyUnicode_Join(args[2], texts);
+    Py_XDECREF(texts);
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyMethodDef METHODS[] = {
     {"flatten", (PyCFunction)(void (*)(void))flatten, METH_FASTCALL | METH_KEYWORDS,
      "treekit._traverse.flatten, in C (hands what it does not finish to the pure core)."},
     {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
      "treekit._treedef._interpret, in C; returns DEFER to let Python build it."},
+    {"up_to", (PyCFunction)(void (*)(void))up_to, METH_FASTCALL,
+     "treekit._treedef.TreeDef._walk without keys, in C; returns DEFER to let Python walk it."},
+    {"map", (PyCFunction)(void (*)(void))map, METH_FASTCALL,
+     "treekit._ops.tree_map and tree_map_with_path, in C; returns DEFER to let Python map it."},
+    {"keystr", (PyCFunction)(void (*)(void))keystr, METH_FASTCALL,
+     "treekit._keys.keystr, in C; returns DEFER to let Python join it."},
     {NULL, NULL, 0, NULL},
 };
 

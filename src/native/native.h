@@ -24,8 +24,8 @@
 #define DEFER 1
 
 /* Objects read from the Python modules at first use (strong references, kept for the
- * life of the process). The registry's TYPES and ORDERS dicts are read from the module
- * at every call instead, so that a rebinding there is seen here. */
+ * life of the process). The registry's TYPES, ORDERS, _FIELD_KEYS and _SEQ_KEYS are read
+ * from the module at every call instead, so that a rebinding there is seen here. */
 typedef struct {
     int ready;
     PyObject *registry;   /* treekit._registry */
@@ -36,9 +36,11 @@ typedef struct {
     PyObject *LEAF;       /* treekit._treedef.LEAF, the record every leaf shares */
     PyObject *resolve;    /* treekit._registry.resolve */
     PyObject *unflatten;  /* treekit._treedef._unflatten(ntype, data, children) */
-    PyObject *s_flatten, *s_original, *s_positions, *s_TYPES, *s_ORDERS, *s_nodes;
+    PyObject *SequenceKey, *DictKey, *GetAttrKey, *FlattenedIndexKey; /* treekit._keys */
+    PyObject *s_flatten, *s_original, *s_positions, *s_TYPES, *s_ORDERS, *s_nodes, *s_FIELD_KEYS, *s_SEQ_KEYS;
+    PyObject *s_key, *s_idx, *s_name, *s_build, *s_empty;
     PyObject *empty_tuple;
-    PyObject *deferred;   /* _native.DEFER: what build returns to hand a call back */
+    PyObject *deferred;   /* _native.DEFER: what a function returns to hand a call back */
     PyObject *small[8];   /* 0..7 as ints */
 } State;
 
@@ -51,12 +53,68 @@ int tk_ready(void);
 PyObject *tk_lookup(PyObject *types, PyObject *x, PyObject **owned, int *resolved);
 PyObject *tk_int(Py_ssize_t v);
 
-/* walk.c: treekit._traverse.flatten (plain and with_path). 0 done, DEFER, -1 error. */
-int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, PyObject *leaves, PyObject *nodes, PyObject *paths);
+/* node.c: what both walkers share. A walk's context holds the registry's dicts and what
+ * the walk remembers between nodes. */
+typedef struct {
+    PyTypeObject *type;
+    PyObject *ntype; /* borrowed: Py_None or a built-in entry */
+} Memo;
+#define MEMO_SIZE 16
+
+/* The last dict flattened, if its keys were few: the very key objects and the node data
+ * made for them (and its key entries, once made). */
+#define LAST_KEYS 8
+typedef struct {
+    Py_ssize_t n;
+    PyObject *keys[LAST_KEYS];  /* borrowed from `data` */
+    Py_ssize_t at[LAST_KEYS];   /* where each key's value goes in leaf order */
+    PyObject *data;             /* owned: the key tuple or a shared `_Keys` */
+    PyObject *entries;          /* owned or NULL: DictKey entries of `entries_for` */
+    PyObject *entries_for;      /* borrowed: `data` when the entries were made */
+} LastDict;
+
+typedef struct {
+    PyObject *types, *orders, *field_keys, *seq_keys; /* owned; all but types may be NULL */
+    Memo memo[MEMO_SIZE];
+    LastDict last;
+} Ctx;
+
+int tk_ctx_open(Ctx *c, int with_path);
+void tk_ctx_close(Ctx *c);
+/* Forget what the context remembers about types: Python code ran. */
+void tk_forget(Ctx *c);
+/* An exception is set: 1 (cleared) if it is an Exception, to hand the call back; 0 if it
+ * must go on (KeyboardInterrupt, MemoryError's parent BaseException, ...). */
+int tk_defer_error(void);
+/* tk_lookup through the context's memo: *owned as tk_lookup's. */
+PyObject *tk_ctx_lookup(Ctx *c, PyObject *x, PyObject **owned);
+/* 1 if TYPES says instances of tp are leaves, 0 if not or not known yet. */
+int tk_ctx_leaf_type(Ctx *c, PyTypeObject *tp);
+/* A list, a tuple, or a tuple subclass that reads as a tuple: safe to index directly. */
+int tk_plain_seq(PyObject *o);
+/* path + (key,): new reference. */
+PyObject *tk_extend(PyObject *path, PyObject *key);
+/* A node's (children, node data, keys) as its entry's flatten function gives them: new
+ * references (*keys only with_path: a sequence with at least as many items as children).
+ * 0 done, DEFER, -1 error. */
+int tk_flatten_node(Ctx *c, PyObject *node, PyObject *ntype, int with_path, PyObject **kids, PyObject **data,
+                    PyObject **keys);
+
+/* walk.c: treekit._traverse.flatten (plain and with_path; takes_path: is_leaf(path, x)).
+ * 0 done, DEFER, -1 error. */
+int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves, PyObject *nodes,
+            PyObject *paths);
+
+/* guide.c: treekit._treedef.TreeDef._walk without keys. 0 done, DEFER, -1 error. */
+int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, PyObject *out);
 
 /* build.c: treekit._treedef.TreeDef._build. The tree, or NULL with an exception (user
  * unflatten errors come from treekit._treedef._unflatten, as in the pure core); DEFER is
- * signalled by setting *defer. */
+ * signalled by setting *defer. `nodes`: a tuple or a list of records. */
 PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer);
+
+/* map.c: treekit._ops.tree_map / tree_map_with_path, fused. */
+PyObject *tk_map(PyObject *f, PyObject *tree, PyObject *rest, PyObject *is_leaf, int with_path, int takes_path,
+                 PyObject *failed);
 
 #endif

@@ -1,16 +1,18 @@
 /* walk.c mirrors treekit._traverse.flatten (the one building walker): a tree to its leaves,
  * its post-order node records and, with paths, each leaf's key path. Iterative: the
  * ancestors of the current node live in a growable array of frames, never on the C stack.
- * Lists, tuples, dicts and None are read here; every other node type through its NodeType's
- * flatten function, as the pure core does. Anything unusual returns DEFER (see native.h). */
+ * Lists, tuples, dicts, namedtuples and None are read here (node.c); every other node type
+ * through its NodeType's flatten function, as the pure core does. Anything unusual returns
+ * DEFER (see native.h). */
 #include "native.h"
 
 typedef struct {
     PyObject *node;     /* owned */
     PyObject *ntype;    /* owned */
     PyObject *data;     /* owned */
-    PyObject *children; /* owned: a list or a tuple */
+    PyObject *children; /* owned: a list or a tuple (see tk_plain_seq) */
     PyObject *keys;     /* owned or NULL: a list or a tuple of key entries (with paths) */
+    PyObject *prefix;   /* owned or NULL: the node's key path, made when first needed */
     Py_ssize_t n, i, leaf_start, node_start;
 } Frame;
 
@@ -20,17 +22,16 @@ static void frame_clear(Frame *f) {
     Py_CLEAR(f->data);
     Py_CLEAR(f->children);
     Py_CLEAR(f->keys);
+    Py_CLEAR(f->prefix);
 }
-
-/* Whether a node on the path (frames 1..depth-1, then child) is its own ancestor: the
- * pointers are sorted and neighbours compared. -1 on memory failure. */
-static int has_cycle(Frame *frames, Py_ssize_t depth, PyObject *child);
 
 static int cmp_ptr(const void *a, const void *b) {
     uintptr_t x = (uintptr_t)*(PyObject *const *)a, y = (uintptr_t)*(PyObject *const *)b;
     return x < y ? -1 : x > y;
 }
 
+/* Whether a node on the path (frames 1..depth-1, then child) is its own ancestor: the
+ * pointers are sorted and neighbours compared. -1 on memory failure. */
 static int has_cycle(Frame *frames, Py_ssize_t depth, PyObject *child) {
     PyObject **ids = PyMem_Malloc(sizeof(PyObject *) * (size_t)(depth + 1));
     if (ids == NULL) {
@@ -52,161 +53,25 @@ static int has_cycle(Frame *frames, Py_ssize_t depth, PyObject *child) {
     return found;
 }
 
-/* The last dict flattened in this walk, if its keys were few: the very key objects and
- * the node data made for them. A dict with the same key objects in the same order gets
- * the same node data (a parameter tree's layers share their key objects), without the
- * key tuple, the sort check and the ORDERS lookup. */
-#define LAST_KEYS 8
-typedef struct {
-    Py_ssize_t n;
-    PyObject *keys[LAST_KEYS];  /* borrowed from `data` */
-    Py_ssize_t at[LAST_KEYS];   /* where each key's value goes in leaf order */
-    PyObject *data;             /* owned: the key tuple or a shared `_Keys` */
-} LastDict;
-
-static void remember(LastDict *last, PyObject *data, PyObject *original, PyObject *positions) {
-    Py_ssize_t n = PyTuple_GET_SIZE(original);
-    Py_CLEAR(last->data);
-    last->n = -1;
-    if (n > LAST_KEYS) return;
-    for (Py_ssize_t j = 0; j < n; j++) {
-        last->keys[j] = PyTuple_GET_ITEM(original, j);
-        last->at[j] = positions == NULL ? j : PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, j));
-        if (last->at[j] < 0 || last->at[j] >= n) {
-            PyErr_Clear();
-            return;
+/* The key path of the top frame's current child (child i - 1): new reference. The top
+ * frame's own key path (its prefix: the keys leading out of frames 1..depth-2) is made
+ * once, when first needed, as the pure walker's `prefix`. */
+static PyObject *child_path(Frame *frames, Py_ssize_t depth) {
+    if (depth == 1) {
+        Py_INCREF(S.empty_tuple);
+        return S.empty_tuple;
+    }
+    Frame *f = &frames[depth - 1];
+    if (f->prefix == NULL) {
+        f->prefix = PyTuple_New(depth - 2);
+        if (f->prefix == NULL) return NULL;
+        for (Py_ssize_t k = 1; k < depth - 1; k++) {
+            PyObject *key = PySequence_Fast_GET_ITEM(frames[k].keys, frames[k].i - 1);
+            Py_INCREF(key);
+            PyTuple_SET_ITEM(f->prefix, k - 1, key);
         }
     }
-    Py_INCREF(data);
-    last->data = data;
-    last->n = n;
-}
-
-/* A dict's children and node data as treekit._registry._flatten_dict gives them, for a
- * dict whose keys are inserted sorted (node data: the key tuple) or whose insertion order
- * has a shared `_Keys` in ORDERS made from these very key objects. 0 done (*kids, *data
- * new references), DEFER (let the dict entry's flatten function do it), -1 error. */
-static int flatten_dict(PyObject *d, PyObject *orders, LastDict *last, PyObject **kids, PyObject **data,
-                        int *ran_python) {
-    Py_ssize_t n = PyDict_GET_SIZE(d), pos = 0, k = 0;
-    PyObject *key, *value;
-    if (n == last->n && last->data != NULL) { /* the same key objects as the last dict? */
-        PyObject *values[LAST_KEYS];
-        int same = 1;
-        while (PyDict_Next(d, &pos, &key, &value)) {
-            if (k >= n || key != last->keys[k]) {
-                same = 0;
-                break;
-            }
-            values[last->at[k++]] = value;
-        }
-        if (same && k == n) {
-            PyObject *children = PyTuple_New(n);
-            if (children == NULL) return -1;
-            for (Py_ssize_t j = 0; j < n; j++) {
-                Py_INCREF(values[j]);
-                PyTuple_SET_ITEM(children, j, values[j]);
-            }
-            Py_INCREF(last->data);
-            *kids = children;
-            *data = last->data;
-            return 0;
-        }
-        pos = k = 0;
-    }
-    PyObject *keys = PyTuple_New(n);
-    if (keys == NULL) return -1;
-    PyObject *values = PyTuple_New(n);
-    if (values == NULL) {
-        Py_DECREF(keys);
-        return -1;
-    }
-    while (PyDict_Next(d, &pos, &key, &value)) {
-        if (k >= n) break; /* cannot happen: no Python code runs in this loop */
-        Py_INCREF(key);
-        PyTuple_SET_ITEM(keys, k, key);
-        Py_INCREF(value);
-        PyTuple_SET_ITEM(values, k, value);
-        k++;
-    }
-    if (k != n) goto defer;
-    int sorted = 1;
-    for (Py_ssize_t j = 1; j < n; j++) {
-        PyObject *a = PyTuple_GET_ITEM(keys, j - 1), *b = PyTuple_GET_ITEM(keys, j);
-        int less;
-        if (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b)) {
-            less = PyUnicode_Compare(b, a) < 0;
-        } else {
-            *ran_python = 1; /* a key's __lt__ (and later __hash__, __eq__) may be Python code */
-            less = PyObject_RichCompareBool(b, a, Py_LT);
-            if (less < 0) { /* keys that do not compare: sort_keys's order */
-                PyErr_Clear();
-                goto defer;
-            }
-        }
-        if (less) {
-            sorted = 0;
-            break;
-        }
-    }
-    if (sorted) {
-        if (!*ran_python) remember(last, keys, keys, NULL);
-        *kids = values;
-        *data = keys;
-        return 0;
-    }
-    if (orders == NULL || !PyDict_CheckExact(orders)) goto defer;
-    PyObject *order = PyDict_GetItemWithError(orders, keys); /* borrowed */
-    if (order == NULL) {
-        PyErr_Clear();
-        goto defer;
-    }
-    /* a `_Keys`: `original` must be these very key objects; `positions` says where each goes */
-    PyObject *attrs = PyTuple_Check(order) && PyTuple_GET_SIZE(order) == n ? PyObject_GenericGetDict(order, NULL) : NULL;
-    PyObject *original = attrs ? PyDict_GetItemWithError(attrs, S.s_original) : NULL;   /* borrowed */
-    PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, S.s_positions) : NULL; /* borrowed */
-    int usable = original != NULL && positions != NULL && PyTuple_CheckExact(original) &&
-                 PyTuple_CheckExact(positions) && PyTuple_GET_SIZE(original) == n && PyTuple_GET_SIZE(positions) == n;
-    for (Py_ssize_t j = 0; usable && j < n; j++) usable = PyTuple_GET_ITEM(original, j) == PyTuple_GET_ITEM(keys, j);
-    PyObject *ordered = usable ? PyTuple_New(n) : NULL;
-    for (Py_ssize_t j = 0; ordered != NULL && j < n; j++) {
-        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, j));
-        if (at < 0 || at >= n || PyTuple_GET_ITEM(ordered, at) != NULL) {
-            Py_CLEAR(ordered);
-            break;
-        }
-        PyObject *v = PyTuple_GET_ITEM(values, j);
-        Py_INCREF(v);
-        PyTuple_SET_ITEM(ordered, at, v);
-    }
-    if (ordered != NULL && !*ran_python) remember(last, order, original, positions);
-    Py_XDECREF(attrs);
-    if (ordered == NULL) {
-        PyErr_Clear();
-        goto defer;
-    }
-    Py_INCREF(order);
-    Py_DECREF(keys);
-    Py_DECREF(values);
-    *kids = ordered;
-    *data = order;
-    return 0;
-defer:
-    Py_DECREF(keys);
-    Py_DECREF(values);
-    return DEFER;
-}
-
-/* The key path of the current frame's child i - 1 (frames 1..depth-1 give the prefix). */
-static PyObject *path_of(Frame *frames, Py_ssize_t depth) {
-    PyObject *path = PyTuple_New(depth - 1);
-    if (path == NULL) return NULL;
-    for (Py_ssize_t k = 1; k < depth; k++) {
-        PyObject *key = PySequence_Fast_GET_ITEM(frames[k].keys, frames[k].i - 1);
-        Py_INCREF(key);
-        PyTuple_SET_ITEM(path, k - 1, key);
-    }
-    return path;
+    return tk_extend(f->prefix, PySequence_Fast_GET_ITEM(f->keys, f->i - 1));
 }
 
 /* The last record made in this walk: an equal record is shared (records are immutable
@@ -247,33 +112,26 @@ static int add_record(PyObject *nodes, LastRecord *last, PyObject *ntype, PyObje
     return rc;
 }
 
-/* The answers of TYPES for the types met since Python code last ran: leaf types and the
- * built-in entries only (kept alive by the module), forgotten whenever a call out (is_leaf,
- * a flatten function, resolve, a key's comparison) may have changed the registry. */
-typedef struct {
-    PyTypeObject *type;
-    PyObject *ntype; /* borrowed: Py_None or a built-in entry */
-} Memo;
-#define MEMO_SIZE 16
 #define FIRST_FRAMES 32
-#define FORGET() memset(memo, 0, sizeof(memo))
 
-int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, PyObject *leaves, PyObject *nodes, PyObject *paths) {
-    Memo memo[MEMO_SIZE];
-    FORGET();
-    PyObject *types = PyObject_GetAttr(S.registry, S.s_TYPES);
-    if (types == NULL) return -1;
-    if (!PyDict_CheckExact(types)) {
-        Py_DECREF(types);
-        return DEFER;
-    }
-    PyObject *orders = PyObject_GetAttr(S.registry, S.s_ORDERS);
-    if (orders == NULL) PyErr_Clear();
+/* Drop the references a child being looked at holds (the walk's locals). */
+#define DROP_CHILD()          \
+    do {                      \
+        Py_XDECREF(kids);     \
+        Py_XDECREF(data);     \
+        Py_XDECREF(keys);     \
+        Py_XDECREF(owned);    \
+        Py_DECREF(child);     \
+    } while (0)
+
+int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves, PyObject *nodes,
+            PyObject *paths) {
+    Ctx ctx;
+    if (tk_ctx_open(&ctx, with_path) < 0) return -1;
     Py_ssize_t cap = FIRST_FRAMES, depth = 1;
     Frame first[FIRST_FRAMES]; /* the heap takes over past this depth */
     memset(first, 0, sizeof(first));
     Frame *frames = first;
-    LastDict last = {0};
     LastRecord last_record = {0};
     int rc = -1;
     /* The root is the one child of a virtual node, so it goes through the same code. */
@@ -284,7 +142,22 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, PyObject *leaves, 
         frames[0].keys = PyTuple_Pack(1, Py_None);
         if (frames[0].keys == NULL) goto done;
     }
-    Py_ssize_t look_at = 1000, work_at = 1000;
+    /* As the pure walker: look for a cycle when the work (children of stacked nodes plus
+     * nodes done) has doubled since the last scan, and hand a tree deeper than
+     * treekit._traverse.MAX_DEPTH to Python, which raises (see _traverse._look). */
+    Py_ssize_t max_depth = PY_SSIZE_T_MAX / 4;
+    PyObject *limit = PyObject_GetAttrString(S.traverse, "MAX_DEPTH");
+    if (limit != NULL) {
+        max_depth = PyLong_AsSsize_t(limit);
+        Py_DECREF(limit);
+        if (max_depth < 0) {
+            PyErr_Clear();
+            goto defer;
+        }
+    } else {
+        PyErr_Clear(); /* no depth limit in this version of the pure core */
+    }
+    Py_ssize_t work = 0, scan_at = 1000, look_at = max_depth < 1000 ? max_depth : 1000;
     for (;;) {
         Frame *f = &frames[depth - 1];
         if (f->i >= f->n) {
@@ -296,52 +169,50 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, PyObject *leaves, 
             depth--;
             continue;
         }
-        /* A list that user code called since has shortened: the pure walker's children[i]
-         * raises IndexError there, and so does this one (a longer list: both stop at n). */
-        if (f->i >= PySequence_Fast_GET_SIZE(f->children)) {
-            PyErr_SetString(PyExc_IndexError, "list index out of range");
-            goto done;
+        PyObject *child;
+        if (PyList_CheckExact(f->children) && f->i >= PyList_GET_SIZE(f->children)) {
+            /* a list user code shortened: its IndexError, as the pure walker's children[i] */
+            child = PySequence_GetItem(f->children, f->i);
+            Py_XDECREF(child);
+            if (child == NULL) goto done;
+            goto defer;
         }
-        PyObject *child = PySequence_Fast_GET_ITEM(f->children, f->i);
+        child = PySequence_Fast_GET_ITEM(f->children, f->i);
         f->i++;
         Py_INCREF(child);
-        PyObject *owned = NULL, *ntype = NULL;
+        PyObject *owned = NULL, *ntype = NULL, *kids = NULL, *data = NULL, *keys = NULL;
         if (is_leaf != NULL) {
-            PyObject *r = PyObject_CallOneArg(is_leaf, child);
+            PyObject *r;
+            if (takes_path) {
+                PyObject *path = child_path(frames, depth);
+                r = path == NULL ? NULL : PyObject_CallFunctionObjArgs(is_leaf, path, child, NULL);
+                Py_XDECREF(path);
+            } else {
+                r = PyObject_CallOneArg(is_leaf, child);
+            }
             int stop = r == NULL ? -1 : PyObject_IsTrue(r);
             Py_XDECREF(r);
-            FORGET();
+            tk_forget(&ctx);
             if (stop < 0) {
                 Py_DECREF(child);
-                PyErr_Clear();
-                goto defer;
+                if (tk_defer_error()) goto defer;
+                goto done;
             }
             if (stop) ntype = Py_None;
         }
         if (ntype == NULL) {
-            Memo *m = &memo[((uintptr_t)Py_TYPE(child) >> 4) % MEMO_SIZE];
-            if (m->type == Py_TYPE(child)) {
-                ntype = m->ntype;
-            } else {
-                int resolved = 0;
-                ntype = tk_lookup(types, child, &owned, &resolved);
-                if (resolved) FORGET();
-                if (ntype == Py_None || ntype == S.LIST || ntype == S.TUPLE || ntype == S.DICT || ntype == S.NONE) {
-                    m->type = Py_TYPE(child);
-                    m->ntype = ntype;
-                }
+            ntype = tk_ctx_lookup(&ctx, child, &owned);
+            if (ntype == NULL) {
+                Py_DECREF(child);
+                if (tk_defer_error()) goto defer;
+                goto done;
             }
-        }
-        if (ntype == NULL) {
-            Py_DECREF(child);
-            PyErr_Clear();
-            goto defer;
         }
         if (ntype == Py_None) {
             Py_XDECREF(owned);
             int bad = PyList_Append(leaves, child) < 0 || PyList_Append(nodes, S.LEAF) < 0;
             if (!bad && with_path) {
-                PyObject *path = path_of(frames, depth);
+                PyObject *path = child_path(frames, depth);
                 bad = path == NULL || PyList_Append(paths, path) < 0;
                 Py_XDECREF(path);
             }
@@ -349,127 +220,61 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, PyObject *leaves, 
             if (bad) goto done;
             continue;
         }
-        PyObject *kids = NULL, *data = NULL, *keys = NULL;
-        int how = DEFER;
-        if (ntype == S.LIST || ntype == S.TUPLE) {
-            if (!with_path) {
-                Py_INCREF(child);
-                kids = child;
-                Py_INCREF(Py_None);
-                data = Py_None;
-                how = 0;
-            }
-        } else if (ntype == S.NONE) {
-            Py_INCREF(Py_None);
-            data = Py_None;
-            kids = S.empty_tuple;
-            Py_INCREF(kids);
-            how = 0;
-        } else if (ntype == S.DICT && !with_path) {
-            int ran_python = 0;
-            how = flatten_dict(child, orders, &last, &kids, &data, &ran_python);
-            if (ran_python) FORGET();
-            if (how < 0) {
-                Py_XDECREF(owned);
-                Py_DECREF(child);
-                goto done;
-            }
-        }
-        if (how == DEFER) { /* the entry's flatten function: (children, node data, keys) */
-            PyObject *fn = PyObject_GetAttr(ntype, S.s_flatten);
-            PyObject *r = fn == NULL ? NULL : PyObject_CallFunctionObjArgs(fn, child, with_path ? Py_True : Py_False, NULL);
-            Py_XDECREF(fn);
-            FORGET();
-            if (r == NULL || !PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 3) {
-                Py_XDECREF(r);
-                Py_XDECREF(owned);
-                Py_DECREF(child);
-                PyErr_Clear();
-                goto defer;
-            }
-            kids = PyTuple_GET_ITEM(r, 0);
-            data = PyTuple_GET_ITEM(r, 1);
-            keys = PyTuple_GET_ITEM(r, 2);
-            if (!PyList_CheckExact(kids) && !PyTuple_CheckExact(kids)) {
-                Py_DECREF(r);
-                Py_XDECREF(owned);
-                Py_DECREF(child);
-                goto defer;
-            }
-            Py_INCREF(kids);
-            Py_INCREF(data);
-            if (with_path) {
-                if ((!PyList_CheckExact(keys) && !PyTuple_CheckExact(keys)) ||
-                    PySequence_Fast_GET_SIZE(keys) != PySequence_Fast_GET_SIZE(kids)) {
-                    Py_DECREF(r);
-                    Py_DECREF(kids);
-                    Py_DECREF(data);
-                    Py_XDECREF(owned);
-                    Py_DECREF(child);
-                    goto defer;
-                }
-                Py_INCREF(keys);
-            } else {
-                keys = NULL;
-            }
-            Py_DECREF(r);
+        int how = tk_flatten_node(&ctx, child, ntype, with_path, &kids, &data, &keys);
+        if (how != 0) {
+            DROP_CHILD();
+            if (how == DEFER) goto defer;
+            goto done;
         }
         Py_ssize_t n = PySequence_Fast_GET_SIZE(kids);
         if (n == 0) {
             int bad = add_record(nodes, &last_record, ntype, data, 0, 0, 1) < 0;
-            Py_DECREF(kids);
-            Py_DECREF(data);
-            Py_XDECREF(keys);
-            Py_XDECREF(owned);
-            Py_DECREF(child);
+            DROP_CHILD();
             if (bad) goto done;
             continue;
         }
-        if (is_leaf == NULL && !with_path) {
+        if (is_leaf == NULL) {
             /* A node whose children are all leaves (most nodes of a parameter tree) is done
              * here, without a frame: its leaves are copied in one go. */
             Py_ssize_t j = 0;
             for (; j < n; j++) {
-                PyTypeObject *tp = Py_TYPE(PySequence_Fast_GET_ITEM(kids, j));
-                Memo *m = &memo[((uintptr_t)tp >> 4) % MEMO_SIZE];
-                if (m->type == tp) {
-                    if (m->ntype != Py_None) break;
-                    continue;
-                }
-                PyObject *t = PyDict_GetItemWithError(types, (PyObject *)tp); /* borrowed */
-                if (t != Py_None) {
-                    PyErr_Clear();
-                    break;
-                }
-                m->type = tp;
-                m->ntype = Py_None;
+                if (tk_ctx_leaf_type(&ctx, Py_TYPE(PySequence_Fast_GET_ITEM(kids, j))) != 1) break;
             }
             if (j == n) {
                 Py_ssize_t at = PyList_GET_SIZE(leaves);
                 int bad = PyList_SetSlice(leaves, at, at, kids) < 0;
                 for (j = 0; !bad && j < n; j++) bad = PyList_Append(nodes, S.LEAF) < 0;
                 bad = bad || add_record(nodes, &last_record, ntype, data, n, n, n + 1) < 0;
-                Py_DECREF(kids);
-                Py_DECREF(data);
-                Py_XDECREF(keys);
-                Py_XDECREF(owned);
-                Py_DECREF(child);
+                if (!bad && with_path) {
+                    PyObject *here = child_path(frames, depth);
+                    bad = here == NULL;
+                    for (j = 0; !bad && j < n; j++) {
+                        PyObject *path = tk_extend(here, PySequence_Fast_GET_ITEM(keys, j));
+                        bad = path == NULL || PyList_Append(paths, path) < 0;
+                        Py_XDECREF(path);
+                    }
+                    Py_XDECREF(here);
+                }
+                DROP_CHILD();
                 if (bad) goto done;
                 continue;
             }
         }
-        if (depth >= look_at || PyList_GET_SIZE(nodes) >= work_at) {
-            look_at = 2 * (depth > 500 ? depth : 500);
-            work_at = 2 * PyList_GET_SIZE(nodes) + 1000;
-            int cycle = has_cycle(frames, depth, child);
-            if (cycle != 0) {
-                Py_DECREF(kids);
-                Py_DECREF(data);
-                Py_XDECREF(keys);
-                Py_XDECREF(owned);
-                Py_DECREF(child);
+        work += n;
+        Py_ssize_t done_so_far = work + PyList_GET_SIZE(nodes);
+        if (done_so_far >= look_at) {
+            /* depth - 1: the pure walker's len(stack) (frames[0] is the virtual root) */
+            int cycle = depth - 1 >= max_depth;
+            if (!cycle && done_so_far >= scan_at) {
+                scan_at = 2 * done_so_far + 1000;
+                cycle = has_cycle(frames, depth, child);
+            }
+            look_at = done_so_far + max_depth - (depth - 1);
+            if (look_at > scan_at) look_at = scan_at;
+            if (cycle != 0) { /* a cycle, or too deep: Python walks again and raises */
+                DROP_CHILD();
                 if (cycle < 0) goto done;
-                goto defer; /* Python finds it again and names it */
+                goto defer;
             }
         }
         if (depth == cap) {
@@ -477,11 +282,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, PyObject *leaves, 
                                           : PyMem_Realloc(frames, sizeof(Frame) * (size_t)(cap * 2));
             if (more == NULL) {
                 PyErr_NoMemory();
-                Py_DECREF(kids);
-                Py_DECREF(data);
-                Py_XDECREF(keys);
-                Py_XDECREF(owned);
-                Py_DECREF(child);
+                DROP_CHILD();
                 goto done;
             }
             if (frames == first) memcpy(more, first, sizeof(first));
@@ -490,13 +291,13 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, PyObject *leaves, 
             cap *= 2;
         }
         Frame *g = &frames[depth++];
-        g->node = child; /* the reference taken above */
-        Py_INCREF(ntype);
-        g->ntype = ntype;
-        Py_XDECREF(owned);
+        g->node = child; /* the references taken above */
+        g->ntype = owned != NULL ? owned : ntype;
+        if (owned == NULL) Py_INCREF(ntype);
         g->data = data;
         g->children = kids;
         g->keys = keys;
+        g->prefix = NULL;
         g->n = n;
         g->i = 0;
         g->leaf_start = PyList_GET_SIZE(leaves);
@@ -509,9 +310,7 @@ defer:
 done:
     for (Py_ssize_t k = 0; k < depth; k++) frame_clear(&frames[k]);
     if (frames != first) PyMem_Free(frames);
-    Py_XDECREF(last.data);
     Py_XDECREF(last_record.record);
-    Py_DECREF(types);
-    Py_XDECREF(orders);
+    tk_ctx_close(&ctx);
     return rc;
 }

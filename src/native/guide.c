@@ -1,0 +1,147 @@
+/* guide.c mirrors treekit._treedef.TreeDef._walk (the one guided walker) without keys: the
+ * subtrees of a tree at a structure's leaves, the structure given as its post-order
+ * records. As the Python walker, it takes the records in reverse (root first, last child
+ * first) with an explicit stack of subtrees, so any depth works. A mismatch, or anything
+ * unusual, returns DEFER: the Python walker walks again with keys and raises the one
+ * message. */
+#include "native.h"
+
+/* 0 done (out holds the subtrees, in leaf order), DEFER, -1 error. `records`: a tuple or a
+ * list of node records; `strict`: a leaf of the structure needs a leaf there too. */
+int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, PyObject *out) {
+    if (!PyList_CheckExact(records) && !PyTuple_CheckExact(records)) return DEFER;
+    Py_ssize_t j = PySequence_Fast_GET_SIZE(records);
+    Ctx ctx;
+    if (tk_ctx_open(&ctx, 0) < 0) return -1;
+    Py_ssize_t cap = 64, top = 0;
+    PyObject **stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)cap); /* owned references */
+    int rc = -1;
+    if (stack == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_INCREF(tree);
+    stack[top++] = tree;
+    while (j) {
+        j--;
+        if (j >= PySequence_Fast_GET_SIZE(records) || top == 0) goto defer; /* records changed meanwhile */
+        PyObject *record = PySequence_Fast_GET_ITEM(records, j);
+        if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 5) goto defer;
+        PyObject *want = PyTuple_GET_ITEM(record, 0);
+        PyObject *sub = stack[--top]; /* owned */
+        if (want == Py_None && !strict && is_leaf == NULL) { /* any subtree goes at a leaf */
+            int bad = PyList_Append(out, sub) < 0;
+            Py_DECREF(sub);
+            if (bad) goto done;
+            continue;
+        }
+        PyObject *got = NULL, *owned = NULL;
+        if (is_leaf != NULL) {
+            PyObject *r = PyObject_CallOneArg(is_leaf, sub);
+            int stop = r == NULL ? -1 : PyObject_IsTrue(r);
+            Py_XDECREF(r);
+            tk_forget(&ctx);
+            if (stop < 0) {
+                Py_DECREF(sub);
+                if (tk_defer_error()) goto defer;
+                goto done;
+            }
+            if (stop) got = Py_None;
+        }
+        if (got == NULL) {
+            got = tk_ctx_lookup(&ctx, sub, &owned);
+            if (got == NULL) {
+                Py_DECREF(sub);
+                if (tk_defer_error()) goto defer;
+                goto done;
+            }
+        }
+        if (want == Py_None) {
+            Py_XDECREF(owned);
+            if (strict && got != Py_None) { /* a node where a leaf is wanted */
+                Py_DECREF(sub);
+                goto defer;
+            }
+            int bad = PyList_Append(out, sub) < 0;
+            Py_DECREF(sub);
+            if (bad) goto done;
+            continue;
+        }
+        if (got != want) {
+            Py_XDECREF(owned);
+            Py_DECREF(sub);
+            goto defer;
+        }
+        PyObject *kids, *data, *keys;
+        int how = tk_flatten_node(&ctx, sub, got, 0, &kids, &data, &keys);
+        Py_XDECREF(owned);
+        if (how != 0) {
+            Py_DECREF(sub);
+            if (how == DEFER) goto defer;
+            goto done;
+        }
+        Py_ssize_t arity = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 2));
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(kids);
+        int same = arity == n;
+        if (same && data != PyTuple_GET_ITEM(record, 1)) {
+            same = PyObject_RichCompareBool(data, PyTuple_GET_ITEM(record, 1), Py_EQ);
+            tk_forget(&ctx); /* node data's __eq__ may be Python code */
+        }
+        Py_DECREF(data);
+        if (same <= 0) {
+            Py_DECREF(kids);
+            Py_DECREF(sub);
+            if (same < 0 && !tk_defer_error()) goto done;
+            PyErr_Clear();
+            goto defer;
+        }
+        Py_ssize_t num_leaves = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 3));
+        Py_ssize_t num_nodes = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 4));
+        if (num_leaves < 0 || num_nodes < 0 || arity > j) {
+            PyErr_Clear();
+            Py_DECREF(kids);
+            Py_DECREF(sub);
+            goto defer;
+        }
+        if (!strict && num_leaves == arity && arity == num_nodes - 1) {
+            /* Every child is a leaf (wide lists, dicts of arrays): take them as they are. The
+             * results go out in reverse, as the Python walker's, and are turned at the end. */
+            int bad = 0;
+            for (Py_ssize_t k = n - 1; !bad && k >= 0; k--) bad = PyList_Append(out, PySequence_Fast_GET_ITEM(kids, k)) < 0;
+            j -= arity;
+            Py_DECREF(kids);
+            Py_DECREF(sub);
+            if (bad) goto done;
+            continue;
+        }
+        if (top + n > cap) {
+            Py_ssize_t more = 2 * (top + n);
+            PyObject **bigger = PyMem_Realloc(stack, sizeof(PyObject *) * (size_t)more);
+            if (bigger == NULL) {
+                PyErr_NoMemory();
+                Py_DECREF(kids);
+                Py_DECREF(sub);
+                goto done;
+            }
+            stack = bigger;
+            cap = more;
+        }
+        for (Py_ssize_t k = 0; k < n; k++) {
+            PyObject *kid = PySequence_Fast_GET_ITEM(kids, k);
+            Py_INCREF(kid);
+            stack[top++] = kid;
+        }
+        Py_DECREF(kids);
+        Py_DECREF(sub);
+    }
+    if (top != 0) goto defer;
+    rc = PyList_Reverse(out);
+    goto done;
+defer:
+    rc = DEFER;
+done:
+    for (Py_ssize_t k = 0; k < top; k++) Py_DECREF(stack[k]);
+    PyMem_Free(stack);
+    tk_ctx_close(&ctx);
+    return rc;
+}

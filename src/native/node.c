@@ -1,0 +1,377 @@
+/* node.c: one node at a time, for both walkers (walk.c, guide.c). It mirrors
+ * treekit._registry.lookup (a type's NodeType) and the built-in entries' flatten functions
+ * (list, tuple, dict, namedtuple, None: read here; every other entry's flatten function is
+ * called, as the pure core does). */
+#include "native.h"
+
+/* -- the walk's context ------------------------------------------------------------------- */
+int tk_ctx_open(Ctx *c, int with_path) {
+    memset(c, 0, sizeof(*c));
+    c->types = PyObject_GetAttr(S.registry, S.s_TYPES);
+    if (c->types == NULL) return -1;
+    if (!PyDict_CheckExact(c->types)) {
+        Py_CLEAR(c->types);
+        PyErr_SetString(PyExc_TypeError, "treekit._registry.TYPES is not a dict");
+        return -1;
+    }
+    /* the ones below are optional: without them the entries' flatten functions are called */
+    c->orders = PyObject_GetAttr(S.registry, S.s_ORDERS);
+    if (c->orders != NULL && !PyDict_CheckExact(c->orders)) Py_CLEAR(c->orders);
+    c->field_keys = PyObject_GetAttr(S.registry, S.s_FIELD_KEYS);
+    if (c->field_keys != NULL && !PyDict_CheckExact(c->field_keys)) Py_CLEAR(c->field_keys);
+    if (with_path) {
+        c->seq_keys = PyObject_GetAttr(S.registry, S.s_SEQ_KEYS);
+        if (c->seq_keys != NULL && !PyList_CheckExact(c->seq_keys)) Py_CLEAR(c->seq_keys);
+    }
+    PyErr_Clear();
+    c->last.n = -1;
+    return 0;
+}
+
+void tk_ctx_close(Ctx *c) {
+    Py_CLEAR(c->types);
+    Py_CLEAR(c->orders);
+    Py_CLEAR(c->field_keys);
+    Py_CLEAR(c->seq_keys);
+    Py_CLEAR(c->last.data);
+    Py_CLEAR(c->last.entries);
+}
+
+void tk_forget(Ctx *c) {
+    memset(c->memo, 0, sizeof(c->memo));
+}
+
+int tk_defer_error(void) {
+    if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        return 1;
+    }
+    return 0; /* KeyboardInterrupt, SystemExit, ...: they go on as they are */
+}
+
+/* The answers of TYPES for the types met since Python code last ran: leaf types and the
+ * built-in entries only (kept alive by the module), forgotten (tk_forget) whenever a call
+ * out (is_leaf, a flatten function, resolve, a key's comparison) may have changed the
+ * registry. */
+static Memo *memo_of(Ctx *c, PyTypeObject *tp) {
+    return &c->memo[((uintptr_t)tp >> 4) % MEMO_SIZE];
+}
+
+static int remembered(PyObject *ntype) {
+    return ntype == Py_None || ntype == S.LIST || ntype == S.TUPLE || ntype == S.DICT || ntype == S.NONE ||
+           ntype == S.NAMEDTUPLE;
+}
+
+PyObject *tk_ctx_lookup(Ctx *c, PyObject *x, PyObject **owned) {
+    Memo *m = memo_of(c, Py_TYPE(x));
+    *owned = NULL;
+    if (m->type == Py_TYPE(x)) return m->ntype;
+    int resolved = 0;
+    PyObject *ntype = tk_lookup(c->types, x, owned, &resolved);
+    if (resolved) tk_forget(c);
+    if (ntype != NULL && remembered(ntype)) {
+        m->type = Py_TYPE(x);
+        m->ntype = ntype;
+    }
+    return ntype;
+}
+
+int tk_ctx_leaf_type(Ctx *c, PyTypeObject *tp) {
+    Memo *m = memo_of(c, tp);
+    if (m->type == tp) return m->ntype == Py_None;
+    PyObject *t = PyDict_GetItemWithError(c->types, (PyObject *)tp); /* borrowed */
+    if (t == NULL) {
+        PyErr_Clear();
+        return 0; /* not seen yet: the walk resolves it */
+    }
+    if (remembered(t)) {
+        m->type = tp;
+        m->ntype = t;
+    }
+    return t == Py_None;
+}
+
+/* -- sequences the walkers may index as the pure core does ----------------------------------- */
+int tk_plain_seq(PyObject *o) {
+    if (PyList_CheckExact(o) || PyTuple_CheckExact(o)) return 1;
+    if (!PyTuple_Check(o)) return 0;
+    /* a tuple subclass (a namedtuple) that reads, counts and iterates as a tuple does */
+    PyTypeObject *tp = Py_TYPE(o);
+    return PyType_GetSlot(tp, Py_sq_item) == PyType_GetSlot(&PyTuple_Type, Py_sq_item) &&
+           PyType_GetSlot(tp, Py_sq_length) == PyType_GetSlot(&PyTuple_Type, Py_sq_length) &&
+           PyType_GetSlot(tp, Py_mp_subscript) == PyType_GetSlot(&PyTuple_Type, Py_mp_subscript) &&
+           PyType_GetSlot(tp, Py_tp_iter) == PyType_GetSlot(&PyTuple_Type, Py_tp_iter) &&
+           PyType_GetSlot(tp, Py_nb_bool) == NULL;
+}
+
+PyObject *tk_extend(PyObject *path, PyObject *key) {
+    Py_ssize_t n = PyTuple_GET_SIZE(path);
+    PyObject *out = PyTuple_New(n + 1);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = PyTuple_GET_ITEM(path, k);
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(out, k, item);
+    }
+    Py_INCREF(key);
+    PyTuple_SET_ITEM(out, n, key);
+    return out;
+}
+
+/* -- dicts --------------------------------------------------------------------------------------- */
+static void remember(LastDict *last, PyObject *data, PyObject *original, PyObject *positions) {
+    Py_ssize_t n = PyTuple_GET_SIZE(original);
+    Py_CLEAR(last->data);
+    Py_CLEAR(last->entries); /* made for the node data dropped above */
+    last->entries_for = NULL;
+    last->n = -1;
+    if (n > LAST_KEYS) return;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        last->keys[j] = PyTuple_GET_ITEM(original, j);
+        last->at[j] = positions == NULL ? j : PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, j));
+        if (last->at[j] < 0 || last->at[j] >= n) {
+            PyErr_Clear();
+            return;
+        }
+    }
+    Py_INCREF(data);
+    last->data = data;
+    last->n = n;
+}
+
+/* A dict's children and node data as treekit._registry._flatten_dict gives them, for a
+ * dict whose keys are inserted sorted (node data: the key tuple) or whose insertion order
+ * has a shared `_Keys` in ORDERS made from these very key objects. A dict with the same key
+ * objects in the same order as the last dict remembered gets that dict's node data (a
+ * parameter tree's layers share their key objects), without the key tuple, the sort check
+ * and the ORDERS lookup. 0 done (*kids, *data new references), DEFER (let the dict entry's
+ * flatten function do it), -1 error. *ran_python: a key's comparison was called. */
+static int flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, int *ran_python) {
+    LastDict *last = &c->last;
+    Py_ssize_t n = PyDict_GET_SIZE(d), pos = 0, k = 0;
+    PyObject *key, *value;
+    if (n == last->n && last->data != NULL) { /* the same key objects as the last dict? */
+        PyObject *values[LAST_KEYS];
+        int same = 1;
+        while (PyDict_Next(d, &pos, &key, &value)) {
+            if (k >= n || key != last->keys[k]) {
+                same = 0;
+                break;
+            }
+            values[last->at[k++]] = value;
+        }
+        if (same && k == n) {
+            PyObject *children = PyTuple_New(n);
+            if (children == NULL) return -1;
+            for (Py_ssize_t j = 0; j < n; j++) {
+                Py_INCREF(values[j]);
+                PyTuple_SET_ITEM(children, j, values[j]);
+            }
+            Py_INCREF(last->data);
+            *kids = children;
+            *data = last->data;
+            return 0;
+        }
+        pos = k = 0;
+    }
+    PyObject *keys = PyTuple_New(n);
+    if (keys == NULL) return -1;
+    PyObject *values = PyTuple_New(n);
+    if (values == NULL) {
+        Py_DECREF(keys);
+        return -1;
+    }
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        if (k >= n) goto defer;
+        Py_INCREF(key);
+        PyTuple_SET_ITEM(keys, k, key);
+        Py_INCREF(value);
+        PyTuple_SET_ITEM(values, k, value);
+        k++;
+    }
+    if (k != n) goto defer;
+    int sorted = 1;
+    for (Py_ssize_t j = 1; j < n; j++) {
+        PyObject *a = PyTuple_GET_ITEM(keys, j - 1), *b = PyTuple_GET_ITEM(keys, j);
+        int less;
+        if (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b)) {
+            less = PyUnicode_Compare(b, a) < 0;
+        } else {
+            *ran_python = 1; /* a key's __lt__ (and later __hash__, __eq__) may be Python code */
+            less = PyObject_RichCompareBool(b, a, Py_LT);
+            if (less < 0) { /* keys that do not compare: sort_keys's order */
+                PyErr_Clear();
+                goto defer;
+            }
+        }
+        if (less) {
+            sorted = 0;
+            break;
+        }
+    }
+    if (sorted) {
+        if (!*ran_python) remember(last, keys, keys, NULL);
+        *kids = values;
+        *data = keys;
+        return 0;
+    }
+    PyObject *order = c->orders == NULL ? NULL : PyDict_GetItemWithError(c->orders, keys); /* borrowed */
+    if (order == NULL) {
+        PyErr_Clear();
+        goto defer;
+    }
+    /* a `_Keys`: `original` must be these very key objects; `positions` says where each goes */
+    PyObject *attrs = PyTuple_Check(order) && PyTuple_GET_SIZE(order) == n ? PyObject_GenericGetDict(order, NULL) : NULL;
+    PyObject *original = attrs ? PyDict_GetItemWithError(attrs, S.s_original) : NULL;   /* borrowed */
+    PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, S.s_positions) : NULL; /* borrowed */
+    int usable = original != NULL && positions != NULL && PyTuple_CheckExact(original) &&
+                 PyTuple_CheckExact(positions) && PyTuple_GET_SIZE(original) == n && PyTuple_GET_SIZE(positions) == n;
+    for (Py_ssize_t j = 0; usable && j < n; j++) usable = PyTuple_GET_ITEM(original, j) == PyTuple_GET_ITEM(keys, j);
+    PyObject *ordered = usable ? PyTuple_New(n) : NULL;
+    for (Py_ssize_t j = 0; ordered != NULL && j < n; j++) {
+        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, j));
+        if (at < 0 || at >= n || PyTuple_GET_ITEM(ordered, at) != NULL) {
+            Py_CLEAR(ordered);
+            break;
+        }
+        PyObject *v = PyTuple_GET_ITEM(values, j);
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(ordered, at, v);
+    }
+    if (ordered != NULL && !*ran_python) remember(last, order, original, positions);
+    if (ordered != NULL) Py_INCREF(order); /* before attrs goes: it may hold the last other reference */
+    Py_XDECREF(attrs);
+    if (ordered == NULL) {
+        PyErr_Clear();
+        goto defer;
+    }
+    Py_DECREF(keys);
+    Py_DECREF(values);
+    *kids = ordered;
+    *data = order;
+    return 0;
+defer:
+    Py_DECREF(keys);
+    Py_DECREF(values);
+    return DEFER;
+}
+
+/* [DictKey(k) for k in keys] as treekit._registry._dict_entries makes them (without the
+ * dataclass's __init__): new reference, a tuple. The entries of the last node data asked
+ * about are kept and given again (entries are immutable). */
+static PyObject *dict_entries(Ctx *c, PyObject *keys) {
+    if (c->last.entries != NULL && c->last.entries_for == keys) {
+        Py_INCREF(c->last.entries);
+        return c->last.entries;
+    }
+    PyTypeObject *tp = (PyTypeObject *)S.DictKey;
+    Py_ssize_t n = PyTuple_GET_SIZE(keys);
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *entry = tp->tp_alloc(tp, 0);
+        if (entry == NULL || PyObject_GenericSetAttr(entry, S.s_key, PyTuple_GET_ITEM(keys, j)) < 0) {
+            Py_XDECREF(entry);
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, j, entry);
+    }
+    if (keys == c->last.data) { /* keep them while `keys` is kept alive by the context */
+        Py_XDECREF(c->last.entries);
+        Py_INCREF(out);
+        c->last.entries = out;
+        c->last.entries_for = keys;
+    }
+    return out;
+}
+
+/* -- one node ----------------------------------------------------------------------------------- */
+int tk_flatten_node(Ctx *c, PyObject *node, PyObject *ntype, int with_path, PyObject **kids, PyObject **data,
+                    PyObject **keys) {
+    *kids = *data = *keys = NULL;
+    if ((ntype == S.LIST && PyList_CheckExact(node)) || (ntype == S.TUPLE && PyTuple_CheckExact(node))) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(node);
+        if (with_path) {
+            if (c->seq_keys == NULL || PyList_GET_SIZE(c->seq_keys) < n) goto call;
+            Py_INCREF(c->seq_keys); /* the shared keys only grow: indexes below n stay put */
+            *keys = c->seq_keys;
+        }
+        Py_INCREF(node);
+        *kids = node;
+        Py_INCREF(Py_None);
+        *data = Py_None;
+        return 0;
+    }
+    if (ntype == S.NONE) {
+        Py_INCREF(Py_None);
+        *data = Py_None;
+        Py_INCREF(S.empty_tuple);
+        *kids = S.empty_tuple;
+        if (with_path) {
+            Py_INCREF(S.empty_tuple);
+            *keys = S.empty_tuple;
+        }
+        return 0;
+    }
+    if (ntype == S.DICT && PyDict_CheckExact(node)) {
+        int ran_python = 0;
+        int how = flatten_dict(c, node, kids, data, &ran_python);
+        if (ran_python) tk_forget(c);
+        if (how != 0) {
+            if (how == DEFER) goto call;
+            return -1;
+        }
+        if (with_path) {
+            *keys = dict_entries(c, *data);
+            if (*keys == NULL) {
+                Py_CLEAR(*kids);
+                Py_CLEAR(*data);
+                return -1;
+            }
+        }
+        return 0;
+    }
+    if (ntype == S.NAMEDTUPLE && c->field_keys != NULL && tk_plain_seq(node) && PyTuple_Check(node)) {
+        /* treekit._registry._flatten_namedtuple, once its class's entries are known */
+        PyObject *fields = PyDict_GetItemWithError(c->field_keys, (PyObject *)Py_TYPE(node)); /* borrowed */
+        if (fields == NULL) PyErr_Clear();
+        if (fields == NULL || !PyList_CheckExact(fields) || PyList_GET_SIZE(fields) != PyTuple_GET_SIZE(node))
+            goto call;
+        if (with_path) {
+            Py_INCREF(fields);
+            *keys = fields;
+        }
+        Py_INCREF(node);
+        *kids = node;
+        Py_INCREF(Py_TYPE(node));
+        *data = (PyObject *)Py_TYPE(node);
+        return 0;
+    }
+call:;
+    /* the entry's flatten function: (children, node data, keys) */
+    PyObject *fn = PyObject_GetAttr(ntype, S.s_flatten);
+    PyObject *r = fn == NULL ? NULL : PyObject_CallFunctionObjArgs(fn, node, with_path ? Py_True : Py_False, NULL);
+    Py_XDECREF(fn);
+    tk_forget(c);
+    if (r == NULL) return tk_defer_error() ? DEFER : -1;
+    if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 3 || !tk_plain_seq(PyTuple_GET_ITEM(r, 0))) {
+        Py_DECREF(r);
+        return DEFER;
+    }
+    PyObject *k = PyTuple_GET_ITEM(r, 2);
+    if (with_path && (!tk_plain_seq(k) || PySequence_Fast_GET_SIZE(k) != PySequence_Fast_GET_SIZE(PyTuple_GET_ITEM(r, 0)))) {
+        Py_DECREF(r);
+        return DEFER;
+    }
+    *kids = PyTuple_GET_ITEM(r, 0);
+    *data = PyTuple_GET_ITEM(r, 1);
+    Py_INCREF(*kids);
+    Py_INCREF(*data);
+    if (with_path) {
+        Py_INCREF(k);
+        *keys = k;
+    }
+    Py_DECREF(r);
+    return 0;
+}
