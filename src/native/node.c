@@ -95,9 +95,10 @@ int tk_ctx_leaf_type(Ctx *c, PyTypeObject *tp) {
 int tk_plain_seq(PyObject *o) {
     if (PyList_CheckExact(o) || PyTuple_CheckExact(o)) return 1;
     if (!PyTuple_Check(o)) return 0;
-    /* a tuple subclass (a namedtuple) that reads, counts and iterates as a tuple does */
+    /* a tuple subclass (a namedtuple) that reads (x[i]: mp_subscript), counts, iterates and
+     * tests true as a tuple does (sq_item differs in every subclass: it is not read) */
     PyTypeObject *tp = Py_TYPE(o);
-    return PyType_GetSlot(tp, Py_sq_item) == PyType_GetSlot(&PyTuple_Type, Py_sq_item) &&
+    return PyType_GetSlot(tp, Py_mp_length) == PyType_GetSlot(&PyTuple_Type, Py_mp_length) &&
            PyType_GetSlot(tp, Py_sq_length) == PyType_GetSlot(&PyTuple_Type, Py_sq_length) &&
            PyType_GetSlot(tp, Py_mp_subscript) == PyType_GetSlot(&PyTuple_Type, Py_mp_subscript) &&
            PyType_GetSlot(tp, Py_tp_iter) == PyType_GetSlot(&PyTuple_Type, Py_tp_iter) &&
