@@ -11,6 +11,7 @@ skip only where the extension was not built.
 from __future__ import annotations
 
 import collections
+import contextlib
 import gc
 import os
 import subprocess
@@ -32,6 +33,10 @@ from hypothesis import strategies as st  # noqa: E402
 from strategies import LEAVES, trees  # noqa: E402
 
 import treekit  # noqa: E402
+import treekit._keys  # noqa: E402
+import treekit._ops  # noqa: E402
+import treekit._treedef  # noqa: E402
+from treekit._ops import _map_failed  # noqa: E402
 from treekit._registry import _remove  # noqa: E402
 from treekit._traverse import pure_flatten  # noqa: E402
 from treekit._treedef import _interpret  # noqa: E402
@@ -141,6 +146,169 @@ def test_a_cycle_is_the_pure_cores_error(depth: int) -> None:
         assert _outcome(lambda t=t: native.flatten(t))[0] == "raised"
 
 
+@contextlib.contextmanager
+def _pure_core() -> Iterator[None]:
+    """tree_map, the guided walk and keystr as the pure core runs them: no native step inside."""
+    saved = [(treekit._ops, "flatten", treekit._ops.flatten)]
+    saved += [(m, "NATIVE", m.NATIVE) for m in (treekit._ops, treekit._treedef, treekit._keys)]
+    for module, name, _ in saved:
+        setattr(module, name, pure_flatten if name == "flatten" else None)
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
+def _pure(call: Callable[[], Any]) -> Any:
+    with _pure_core():
+        return _outcome(call)
+
+
+def _extended(tree: Any) -> Any:
+    """``tree`` with each leaf in a list: a tree whose structure extends ``tree``'s."""
+    leaves, treedef, _ = pure_flatten(tree)
+    return _interpret(treedef._nodes, [[x] for x in leaves])
+
+
+def _map(f: Any, tree: Any, *rest: Any, is_leaf: Any = None, with_path: bool = False, takes_path: bool = False) -> Any:
+    return native.map(f, tree, rest, is_leaf, with_path, takes_path, _map_failed)
+
+
+def _pure_map(f: Any, tree: Any, *rest: Any, with_path: bool = False, **kwargs: Any) -> Any:
+    mapper = treekit.tree_map_with_path if with_path else treekit.tree_map
+    return _pure(lambda: mapper(f, tree, *rest, **kwargs))
+
+
+@given(TREES, st.integers(0, 2), st.booleans())
+def test_map_is_the_pure_cores(tree: Any, n_rest: int, with_path: bool) -> None:
+    rest = [tree, _extended(tree)][:n_rest]
+    got = _outcome(lambda: _map(lambda *xs: xs, tree, *rest, with_path=with_path))
+    want = _pure_map(lambda *xs: xs, tree, *rest, with_path=with_path)
+    assert got == want and repr(got) == repr(want)
+
+
+@given(TREES, TREES, st.booleans())
+def test_map_over_trees_that_differ_raises_as_the_pure_core(tree: Any, other: Any, with_path: bool) -> None:
+    def pair(*xs: Any) -> Any:
+        return xs
+
+    got = _map(pair, tree, other, with_path=with_path)
+    want = _pure_map(pair, tree, other, with_path=with_path)
+    if got is native.DEFER:  # handed back: tree_map gives the pure core's answer
+        got = _outcome(lambda: (treekit.tree_map_with_path if with_path else treekit.tree_map)(pair, tree, other))
+    else:
+        got = ("ok", got)
+    assert got == want and repr(got) == repr(want)
+
+
+@given(TREES)
+def test_map_with_is_leaf_is_the_pure_cores(tree: Any) -> None:
+    def is_leaf(x: Any) -> bool:
+        return x is None or type(x) is tuple
+
+    def is_leaf_with_path(path: Any, x: Any) -> bool:
+        return len(path) == 2 or x is None
+
+    assert _outcome(lambda: _map(repr, tree, is_leaf=is_leaf)) == _pure_map(repr, tree, is_leaf=is_leaf)
+    got = _outcome(lambda: _map(lambda p, x: (p, x), tree, is_leaf=is_leaf_with_path, with_path=True, takes_path=True))
+    want = _pure_map(lambda p, x: (p, x), tree, with_path=True, is_leaf=is_leaf_with_path, is_leaf_takes_path=True)
+    assert got == want
+    _same(native.flatten(tree, is_leaf_with_path, True, True), pure_flatten(tree, is_leaf_with_path, True, True))
+
+
+@given(TREES, st.booleans())
+def test_map_keeps_f_s_exception_and_its_note(tree: Any, with_path: bool) -> None:
+    def f(*xs: Any) -> Any:
+        if xs[-1] is not None and type(xs[-1]) is not int:
+            raise Boom(f"no {type(xs[-1]).__name__}")
+        return xs
+
+    got = _outcome(lambda: _map(f, tree, tree, with_path=with_path))
+    want = _pure_map(f, tree, tree, with_path=with_path)
+    assert got == want
+    if got[0] == "raised":  # the note names the leaf, as the pure core's does
+        with pytest.raises(Boom) as native_error:
+            _map(f, tree, tree, with_path=with_path)
+        with _pure_core(), pytest.raises(Boom) as pure_error:
+            (treekit.tree_map_with_path if with_path else treekit.tree_map)(f, tree, tree)
+        assert native_error.value.__notes__ == pure_error.value.__notes__
+
+
+def test_map_lets_base_exceptions_through_without_a_note() -> None:
+    def stop(x: Any) -> Any:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        _map(stop, [1, 2])
+    assert not hasattr(caught.value, "__notes__")
+
+
+@given(TREES, TREES, st.booleans())
+def test_up_to_is_the_pure_walk(tree: Any, other: Any, strict: bool) -> None:
+    nodes = pure_flatten(tree)[1]._nodes
+    treedef = pure_flatten(tree)[1]
+    for target in (tree, _extended(tree), other):
+        for is_leaf in (None, lambda x: x is None):
+            got = native.up_to(nodes, target, strict, is_leaf)
+            want = _outcome(lambda t=target, f=is_leaf: treedef._walk(t, "tree", strict, f, []))  # with keys: pure
+            if got is not native.DEFER:
+                assert want[0] == "ok" and [id(x) for x in got] == [id(x) for x in want[1]]
+            else:
+                assert _outcome(lambda t=target, f=is_leaf: treedef._walk(t, "tree", strict, f)) == want
+
+
+@given(TREES, st.sampled_from(["", "/", "."]))
+def test_keystr_is_the_pure_cores(tree: Any, separator: str) -> None:
+    for path in pure_flatten(tree, None, True)[2] or []:
+        for simple in (False, True):
+            got = _outcome(lambda p=path, s=simple: native.keystr(p, s, separator))
+            assert got == _pure(lambda p=path, s=simple: treekit.keystr(p, simple=s, separator=separator))
+
+
+class _Entry:
+    def __init__(self, text: Any) -> None:
+        self.text = text
+
+    def __str__(self) -> Any:
+        return self.text
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        (treekit.SequenceKey(True), treekit.DictKey(1.0), treekit.GetAttrKey("x"), treekit.FlattenedIndexKey(3)),
+        [treekit.DictKey("a"), _Entry("<user>")],
+        iter([treekit.DictKey(("t", 1))]),
+        (_Entry(3),),
+        5,
+        (treekit.GetAttrKey(7),),
+    ],
+    ids=["builtin", "user", "iterator", "bad-str", "not-iterable", "name-not-str"],
+)
+@pytest.mark.parametrize("simple", [False, True, 1])
+@pytest.mark.parametrize("separator", ["", "/", None])
+def test_keystr_of_odd_keys_is_the_pure_cores(keys: Any, simple: Any, separator: Any) -> None:
+    items = list(keys) if hasattr(keys, "__next__") else keys  # an iterator is read once per call
+
+    def fresh() -> Any:
+        return iter(items) if hasattr(keys, "__next__") else items
+
+    got = _outcome(lambda: treekit.keystr(fresh(), simple=simple, separator=separator))
+    assert got == _pure(lambda: treekit.keystr(fresh(), simple=simple, separator=separator))
+
+
+class _Indexed(collections.namedtuple("_Indexed", "a b")):
+    def __getitem__(self, i: Any) -> Any:  # what the pure walker's children[i] calls
+        return ("via getitem", tuple.__getitem__(self, i))
+
+
+def test_a_namedtuple_that_reads_otherwise_is_read_as_the_pure_core_reads_it() -> None:
+    tree = [_Indexed(1, [2]), collections.namedtuple("Plain", "a b")(3, 4)]
+    for with_path in (False, True):
+        _same(native.flatten(tree, None, with_path), pure_flatten(tree, None, with_path))
+
+
 # -- user code that misbehaves: the pure core's exception, no crash ------------------------
 class Odd:
     def __init__(self, *children: Any) -> None:
@@ -195,6 +363,14 @@ def test_misbehaving_flatten_functions_raise_as_the_pure_core(behaviour: str, wi
             assert outcomes[0][1][0] == outcomes[1][1][0] and outcomes[0][1][1] == outcomes[1][1][1]
         else:
             assert outcomes[0] == outcomes[1]
+        mapped = []
+        for pure in (False, True):  # tree_map over two trees: the native map, then the pure core's
+            TREE_BOX[0] = [1, Odd(2, [3]), {"k": Odd(4)}]
+            other = [1, Odd(2, [3]), {"k": Odd(4)}]
+            mapper = treekit.tree_map_with_path if with_path else treekit.tree_map
+            with _pure_core() if pure else contextlib.nullcontext():
+                mapped.append(_outcome(lambda m=mapper, o=other: m(lambda *xs: xs[-1], TREE_BOX[0], o)))
+        assert mapped[0][0] == mapped[1][0] and (mapped[0][0] == "ok" or mapped[0] == mapped[1])
     finally:
         _remove(Odd)
 
@@ -234,6 +410,14 @@ def _workload() -> tuple[Callable[[], None], list[Any]]:
         native.flatten(tree, lambda x: x is None)
         native.build(treedef._nodes, leaves)
         treekit.tree_map(lambda x: x, tree)
+        treekit.tree_map_with_path(lambda p, x, y: y, tree, tree)
+        native.up_to(treedef._nodes, tree, True)
+        native.up_to(treedef._nodes, [1], False)  # a mismatch: DEFER
+        treekit.keystr((treekit.DictKey(key), treekit.SequenceKey(1)))
+        try:
+            treekit.tree_map(bad_leaf, tree)
+        except Boom:
+            pass
         try:
             native.flatten(tree, bad_leaf)
         except Boom:
@@ -261,7 +445,7 @@ def test_memory_stays_flat() -> None:
     tracemalloc.start()
     try:
         start = tracemalloc.get_traced_memory()[0]
-        for _ in range(100_000 // 6):  # six native calls a round
+        for _ in range(100_000 // 12):  # twelve native calls a round
             run()
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - start
