@@ -12,6 +12,7 @@ from treekit._errors import noted, where_text
 from treekit._keys import KeyPath
 from treekit._registry import lookup
 from treekit._traverse import IsLeaf, flatten
+from treekit._traverse import leaves as _leaves
 from treekit._treedef import TreeDef, as_treedef, tuple_of
 
 __all__ = [
@@ -90,6 +91,10 @@ def tree_unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> PyTree:
     """
     if type(treedef) is not TreeDef:
         treedef = as_treedef(treedef, "treedef")
+    if NATIVE is not None and type(leaves) is list:  # checks the number of leaves before building
+        tree = NATIVE.build(treedef._nodes, leaves)
+        if tree is not _DEFER:
+            return tree
     return treedef.unflatten(leaves)
 
 
@@ -115,7 +120,7 @@ def tree_leaves(tree: PyTree, is_leaf: IsLeaf | None = None) -> list[Any]:
         TreeCycleError: If ``tree`` holds a cycle (a ``ValueError``); the message names its key path.
         TypeError: If a registered flatten function fails; the message names the key path.
     """
-    return flatten(tree, is_leaf)[0]
+    return _leaves(tree, is_leaf)
 
 
 def tree_structure(tree: PyTree, is_leaf: IsLeaf | None = None) -> TreeDef:

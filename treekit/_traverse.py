@@ -12,7 +12,7 @@ from treekit._keys import KeyPath, keystr
 from treekit._registry import LIST, MISSING, TUPLE, TYPES, resolve, sequence_keys
 from treekit._treedef import LEAF, Node, TreeDef
 
-__all__ = ["IsLeaf", "flatten"]
+__all__ = ["IsLeaf", "flatten", "leaves"]
 
 _LEAF_RUNS = [(LEAF,) * k for k in range(16)]  # the records of k leaves (extending by a tuple is cheap)
 
@@ -202,6 +202,12 @@ def _look_for_cycle(label: str, frames: list[tuple[Any, ...]], child: Any) -> No
             raise TreeCycleError(label, tuple(keys), tuple(keys[:depth]), type(node).__name__)
 
 
+def leaves(tree: Any, is_leaf: IsLeaf | None = None) -> list[Any]:
+    """The leaves of ``tree``: ``flatten(tree, is_leaf)[0]`` (the native core makes no records)."""
+    return flatten(tree, is_leaf)[0]
+
+
 pure_flatten = flatten  # the reference, and where the native walker hands over what it does not finish
 if NATIVE is not None:
     flatten = NATIVE.flatten
+    leaves = NATIVE.leaves

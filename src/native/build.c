@@ -52,6 +52,14 @@ PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
         return NULL;
     }
     Py_ssize_t count = PySequence_Fast_GET_SIZE(nodes), top = 0, next_leaf = 0;
+    /* the number of leaves first, as TreeDef.unflatten checks it: no user code runs before */
+    PyObject *root = count ? PySequence_Fast_GET_ITEM(nodes, count - 1) : NULL;
+    if (root == NULL || !PyTuple_CheckExact(root) || PyTuple_GET_SIZE(root) != 5 ||
+        PyLong_AsSsize_t(PyTuple_GET_ITEM(root, 3)) != PyList_GET_SIZE(leaves)) {
+        PyErr_Clear();
+        *defer = 1;
+        return NULL;
+    }
     PyObject **stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)(count ? count : 1));
     if (stack == NULL) return PyErr_NoMemory();
     PyObject *result = NULL;

@@ -85,7 +85,7 @@ PyObject *tk_map(PyObject *f, PyObject *tree, PyObject *rest, PyObject *is_leaf,
     if (out == NULL && defer) { /* node data the C builder does not read: TreeDef._build */
         PyErr_Clear();
         PyObject *records = PyList_AsTuple(nodes);
-        PyObject *treedef = records == NULL ? NULL : PyObject_CallOneArg(S.TreeDef, records);
+        PyObject *treedef = records == NULL ? NULL : tk_treedef(records);
         Py_XDECREF(records);
         out = treedef == NULL ? NULL : PyObject_CallMethodOneArg(treedef, S.s_build, results);
         Py_XDECREF(treedef);

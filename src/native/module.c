@@ -2,6 +2,7 @@
  * core's hot paths when treekit runs the native core (see treekit/_core.py):
  *   flatten(tree, is_leaf=None, with_path=False, leaf_takes_path=False, label='tree')
  *       mirrors treekit._traverse.flatten; hands a tree it does not finish to it
+ *   leaves(tree, is_leaf=None)  mirrors treekit._traverse.leaves (no records made)
  *   build(nodes, leaves)      mirrors treekit._treedef._interpret; DEFER: let Python build it
  *   up_to(nodes, tree, strict=False, is_leaf=None)
  *       mirrors treekit._treedef.TreeDef._walk without keys; DEFER: let Python walk it
@@ -73,13 +74,38 @@ int tk_ready(void) {
         !(S.s_nodes = PyUnicode_InternFromString("_nodes")) || !(S.empty_tuple = PyTuple_New(0)) ||
         !(S.s_FIELD_KEYS = PyUnicode_InternFromString("_FIELD_KEYS")) ||
         !(S.s_SEQ_KEYS = PyUnicode_InternFromString("_SEQ_KEYS")) || !(S.s_key = PyUnicode_InternFromString("key")) ||
+        !(S.s_MAX_DEPTH = PyUnicode_InternFromString("MAX_DEPTH")) ||
         !(S.s_idx = PyUnicode_InternFromString("idx")) || !(S.s_name = PyUnicode_InternFromString("name")) ||
         !(S.s_build = PyUnicode_InternFromString("_build")) || !(S.s_empty = PyUnicode_InternFromString("")))
         return -1;
+    if (!(S.s_hash = PyUnicode_InternFromString("_hash")) || !(S.s_builder = PyUnicode_InternFromString("_builder")))
+        return -1;
+    PyObject *slots = PyObject_GetAttrString(S.TreeDef, "__slots__");
+    PyObject *expected = Py_BuildValue("(sss)", "_builder", "_hash", "_nodes");
+    S.plain_treedef = slots != NULL && expected != NULL && PyObject_RichCompareBool(slots, expected, Py_EQ) == 1 &&
+                      PyType_Check(S.TreeDef);
+    Py_XDECREF(slots);
+    Py_XDECREF(expected);
+    PyErr_Clear();
     for (int i = 0; i < 8; i++)
         if (!(S.small[i] = PyLong_FromLong(i))) return -1;
     S.ready = 1;
     return 0;
+}
+
+PyObject *tk_treedef(PyObject *records) {
+    if (!S.plain_treedef) return PyObject_CallOneArg(S.TreeDef, records);
+    /* TreeDef(records) without running __init__: its three slots, as __init__ sets them */
+    PyTypeObject *tp = (PyTypeObject *)S.TreeDef;
+    PyObject *treedef = tp->tp_alloc(tp, 0);
+    if (treedef == NULL) return NULL;
+    if (PyObject_GenericSetAttr(treedef, S.s_nodes, records) < 0 ||
+        PyObject_GenericSetAttr(treedef, S.s_hash, Py_None) < 0 ||
+        PyObject_GenericSetAttr(treedef, S.s_builder, Py_None) < 0) {
+        Py_DECREF(treedef);
+        return NULL;
+    }
+    return treedef;
 }
 
 /* The pure function a call is handed to: treekit._traverse.pure_flatten. */
@@ -129,7 +155,7 @@ static PyObject *flatten(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     }
     if (rc < 0) goto done;
     PyObject *records = PyList_AsTuple(nodes);
-    PyObject *treedef = records == NULL ? NULL : PyObject_CallOneArg(S.TreeDef, records);
+    PyObject *treedef = records == NULL ? NULL : tk_treedef(records);
     Py_XDECREF(records);
     if (treedef == NULL) goto done;
     result = PyTuple_Pack(3, leaves, treedef, with_path ? paths : Py_None);
@@ -139,6 +165,30 @@ done:
     Py_XDECREF(nodes);
     Py_XDECREF(paths);
     return result;
+}
+
+/* leaves(tree, is_leaf=None) -> list (new reference): flatten(tree, is_leaf)[0] without
+ * making records; a tree it does not finish goes to treekit._traverse.pure_flatten. */
+static PyObject *leaves(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "leaves(tree, is_leaf=None)");
+        return NULL;
+    }
+    if (tk_ready() < 0) return NULL;
+    PyObject *is_leaf = nargs > 1 && args[1] != Py_None ? args[1] : NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    int rc = tk_walk(args[0], is_leaf, 0, 0, out, NULL, NULL);
+    if (rc == 0) return out;
+    Py_DECREF(out);
+    if (rc < 0) return NULL;
+    PyObject *r = pure_flatten(args, (size_t)nargs, NULL);
+    if (r == NULL) return NULL;
+    out = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3 ? PyTuple_GET_ITEM(r, 0) : NULL;
+    Py_XINCREF(out);
+    Py_DECREF(r);
+    if (out == NULL) PyErr_SetString(PyExc_SystemError, "treekit._traverse.pure_flatten returned no leaves");
+    return out;
 }
 
 /* build(nodes, leaves) -> the tree (new reference), or the module's DEFER object. */
@@ -267,6 +317,8 @@ static PyObject *keystr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef METHODS[] = {
     {"flatten", (PyCFunction)(void (*)(void))flatten, METH_FASTCALL | METH_KEYWORDS,
      "treekit._traverse.flatten, in C (hands what it does not finish to the pure core)."},
+    {"leaves", (PyCFunction)(void (*)(void))leaves, METH_FASTCALL,
+     "treekit._traverse.leaves, in C (hands what it does not finish to the pure core)."},
     {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
      "treekit._treedef._interpret, in C; returns DEFER to let Python build it."},
     {"up_to", (PyCFunction)(void (*)(void))up_to, METH_FASTCALL,

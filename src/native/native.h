@@ -38,7 +38,9 @@ typedef struct {
     PyObject *unflatten;  /* treekit._treedef._unflatten(ntype, data, children) */
     PyObject *SequenceKey, *DictKey, *GetAttrKey, *FlattenedIndexKey; /* treekit._keys */
     PyObject *s_flatten, *s_original, *s_positions, *s_TYPES, *s_ORDERS, *s_nodes, *s_FIELD_KEYS, *s_SEQ_KEYS;
-    PyObject *s_key, *s_idx, *s_name, *s_build, *s_empty;
+    PyObject *s_hash, *s_builder;
+    int plain_treedef;    /* TreeDef's slots are the three tk_treedef sets */
+    PyObject *s_MAX_DEPTH, *s_key, *s_idx, *s_name, *s_build, *s_empty;
     PyObject *empty_tuple;
     PyObject *deferred;   /* _native.DEFER: what a function returns to hand a call back */
     PyObject *small[8];   /* 0..7 as ints */
@@ -52,6 +54,8 @@ int tk_ready(void);
  * is set to 1 if treekit._registry.resolve (Python code) was called. */
 PyObject *tk_lookup(PyObject *types, PyObject *x, PyObject **owned, int *resolved);
 PyObject *tk_int(Py_ssize_t v);
+/* TreeDef(records), records a tuple of node records: new reference. */
+PyObject *tk_treedef(PyObject *records);
 
 /* node.c: what both walkers share. A walk's context holds the registry's dicts and what
  * the walk remembers between nodes. */
@@ -80,6 +84,8 @@ typedef struct {
 } Ctx;
 
 int tk_ctx_open(Ctx *c, int with_path);
+/* treekit._traverse.MAX_DEPTH (-1 if it is not a size; a very large number where it is missing). */
+Py_ssize_t tk_max_depth(void);
 void tk_ctx_close(Ctx *c);
 /* Forget what the context remembers about types: Python code ran. */
 void tk_forget(Ctx *c);
@@ -101,7 +107,7 @@ int tk_flatten_node(Ctx *c, PyObject *node, PyObject *ntype, int with_path, PyOb
                     PyObject **keys);
 
 /* walk.c: treekit._traverse.flatten (plain and with_path; takes_path: is_leaf(path, x)).
- * 0 done, DEFER, -1 error. */
+ * `nodes` NULL: the leaves only (no records made). 0 done, DEFER, -1 error. */
 int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves, PyObject *nodes,
             PyObject *paths);
 

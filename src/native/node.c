@@ -5,27 +5,39 @@
 #include "native.h"
 
 /* -- the walk's context ------------------------------------------------------------------- */
+/* A module global, or NULL (no exception) where it is missing or not of `type`: new reference. */
+static PyObject *global(PyObject *module, PyObject *name, PyTypeObject *type) {
+    PyObject *value = PyDict_GetItemWithError(PyModule_GetDict(module), name); /* borrowed */
+    if (value == NULL || Py_TYPE(value) != type) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_INCREF(value);
+    return value;
+}
+
 int tk_ctx_open(Ctx *c, int with_path) {
     memset(c, 0, sizeof(*c));
-    c->types = PyObject_GetAttr(S.registry, S.s_TYPES);
-    if (c->types == NULL) return -1;
-    if (!PyDict_CheckExact(c->types)) {
-        Py_CLEAR(c->types);
+    c->types = global(S.registry, S.s_TYPES, &PyDict_Type);
+    if (c->types == NULL) {
         PyErr_SetString(PyExc_TypeError, "treekit._registry.TYPES is not a dict");
         return -1;
     }
     /* the ones below are optional: without them the entries' flatten functions are called */
-    c->orders = PyObject_GetAttr(S.registry, S.s_ORDERS);
-    if (c->orders != NULL && !PyDict_CheckExact(c->orders)) Py_CLEAR(c->orders);
-    c->field_keys = PyObject_GetAttr(S.registry, S.s_FIELD_KEYS);
-    if (c->field_keys != NULL && !PyDict_CheckExact(c->field_keys)) Py_CLEAR(c->field_keys);
-    if (with_path) {
-        c->seq_keys = PyObject_GetAttr(S.registry, S.s_SEQ_KEYS);
-        if (c->seq_keys != NULL && !PyList_CheckExact(c->seq_keys)) Py_CLEAR(c->seq_keys);
-    }
-    PyErr_Clear();
+    c->orders = global(S.registry, S.s_ORDERS, &PyDict_Type);
+    c->field_keys = global(S.registry, S.s_FIELD_KEYS, &PyDict_Type);
+    if (with_path) c->seq_keys = global(S.registry, S.s_SEQ_KEYS, &PyList_Type);
     c->last.n = -1;
     return 0;
+}
+
+Py_ssize_t tk_max_depth(void) {
+    PyObject *limit = global(S.traverse, S.s_MAX_DEPTH, &PyLong_Type);
+    if (limit == NULL) return PY_SSIZE_T_MAX / 4; /* no depth limit in this version of the pure core */
+    Py_ssize_t max_depth = PyLong_AsSsize_t(limit);
+    Py_DECREF(limit);
+    if (max_depth < 0) PyErr_Clear();
+    return max_depth;
 }
 
 void tk_ctx_close(Ctx *c) {

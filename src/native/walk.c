@@ -145,26 +145,18 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
     /* As the pure walker: look for a cycle when the work (children of stacked nodes plus
      * nodes done) has doubled since the last scan, and hand a tree deeper than
      * treekit._traverse.MAX_DEPTH to Python, which raises (see _traverse._look). */
-    Py_ssize_t max_depth = PY_SSIZE_T_MAX / 4;
-    PyObject *limit = PyObject_GetAttrString(S.traverse, "MAX_DEPTH");
-    if (limit != NULL) {
-        max_depth = PyLong_AsSsize_t(limit);
-        Py_DECREF(limit);
-        if (max_depth < 0) {
-            PyErr_Clear();
-            goto defer;
-        }
-    } else {
-        PyErr_Clear(); /* no depth limit in this version of the pure core */
-    }
+    Py_ssize_t max_depth = tk_max_depth();
+    if (max_depth < 0) goto defer;
+    Py_ssize_t made = 0; /* records made (counted only, without `nodes`) */
     Py_ssize_t work = 0, scan_at = 1000, look_at = max_depth < 1000 ? max_depth : 1000;
     for (;;) {
         Frame *f = &frames[depth - 1];
         if (f->i >= f->n) {
             if (depth == 1) break;
-            if (add_record(nodes, &last_record, f->ntype, f->data, f->n, PyList_GET_SIZE(leaves) - f->leaf_start,
-                           PyList_GET_SIZE(nodes) - f->node_start + 1) < 0)
+            if (nodes != NULL && add_record(nodes, &last_record, f->ntype, f->data, f->n,
+                                            PyList_GET_SIZE(leaves) - f->leaf_start, made - f->node_start + 1) < 0)
                 goto done;
+            made++;
             frame_clear(f);
             depth--;
             continue;
@@ -210,7 +202,8 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         }
         if (ntype == Py_None) {
             Py_XDECREF(owned);
-            int bad = PyList_Append(leaves, child) < 0 || PyList_Append(nodes, S.LEAF) < 0;
+            int bad = PyList_Append(leaves, child) < 0 || (nodes != NULL && PyList_Append(nodes, S.LEAF) < 0);
+            made++;
             if (!bad && with_path) {
                 PyObject *path = child_path(frames, depth);
                 bad = path == NULL || PyList_Append(paths, path) < 0;
@@ -228,7 +221,8 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         }
         Py_ssize_t n = PySequence_Fast_GET_SIZE(kids);
         if (n == 0) {
-            int bad = add_record(nodes, &last_record, ntype, data, 0, 0, 1) < 0;
+            int bad = nodes != NULL && add_record(nodes, &last_record, ntype, data, 0, 0, 1) < 0;
+            made++;
             DROP_CHILD();
             if (bad) goto done;
             continue;
@@ -243,8 +237,9 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             if (j == n) {
                 Py_ssize_t at = PyList_GET_SIZE(leaves);
                 int bad = PyList_SetSlice(leaves, at, at, kids) < 0;
-                for (j = 0; !bad && j < n; j++) bad = PyList_Append(nodes, S.LEAF) < 0;
-                bad = bad || add_record(nodes, &last_record, ntype, data, n, n, n + 1) < 0;
+                for (j = 0; !bad && nodes != NULL && j < n; j++) bad = PyList_Append(nodes, S.LEAF) < 0;
+                bad = bad || (nodes != NULL && add_record(nodes, &last_record, ntype, data, n, n, n + 1) < 0);
+                made += n + 1;
                 if (!bad && with_path) {
                     PyObject *here = child_path(frames, depth);
                     bad = here == NULL;
@@ -261,7 +256,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             }
         }
         work += n;
-        Py_ssize_t done_so_far = work + PyList_GET_SIZE(nodes);
+        Py_ssize_t done_so_far = work + made;
         if (done_so_far >= look_at) {
             /* depth - 1: the pure walker's len(stack) (frames[0] is the virtual root) */
             int cycle = depth - 1 >= max_depth;
@@ -301,7 +296,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         g->n = n;
         g->i = 0;
         g->leaf_start = PyList_GET_SIZE(leaves);
-        g->node_start = PyList_GET_SIZE(nodes);
+        g->node_start = made;
     }
     rc = 0;
     goto done;
