@@ -421,6 +421,9 @@ def _make_flatten(
         kids = _children(cls, "flatten", children_it)
         return kids, data, _flat_keys(len(kids)) if with_path else None
 
+    # The native walker calls `flatten` itself when no key paths are asked for, and hands the
+    # walk back to the pure core when what it returns is not a (list or tuple, node data) pair.
+    flatten_node.plain = flatten  # type: ignore[attr-defined]
     return flatten_node
 
 

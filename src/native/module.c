@@ -78,7 +78,8 @@ int tk_ready(void) {
         !(S.s_idx = PyUnicode_InternFromString("idx")) || !(S.s_name = PyUnicode_InternFromString("name")) ||
         !(S.s_build = PyUnicode_InternFromString("_build")) || !(S.s_empty = PyUnicode_InternFromString("")))
         return -1;
-    if (!(S.s_hash = PyUnicode_InternFromString("_hash")) || !(S.s_builder = PyUnicode_InternFromString("_builder")))
+    if (!(S.s_hash = PyUnicode_InternFromString("_hash")) || !(S.s_builder = PyUnicode_InternFromString("_builder")) ||
+        !(S.s_plain = PyUnicode_InternFromString("plain")))
         return -1;
     PyObject *slots = PyObject_GetAttrString(S.TreeDef, "__slots__");
     PyObject *expected = Py_BuildValue("(sss)", "_builder", "_hash", "_nodes");

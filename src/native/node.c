@@ -4,6 +4,14 @@
  * called, as the pure core does). */
 #include "native.h"
 
+/* Py_XSETREF is public only from 3.12: the same, here. */
+#define Py_XSETREF_COMPAT(dst, src)   \
+    do {                              \
+        PyObject *old_ = (PyObject *)(dst); \
+        (dst) = (src);                \
+        Py_XDECREF(old_);             \
+    } while (0)
+
 /* -- the walk's context ------------------------------------------------------------------- */
 /* A module global, or NULL (no exception) where it is missing or not of `type`: new reference. */
 static PyObject *global(PyObject *module, PyObject *name, PyTypeObject *type) {
@@ -47,6 +55,8 @@ void tk_ctx_close(Ctx *c) {
     Py_CLEAR(c->seq_keys);
     Py_CLEAR(c->last.data);
     Py_CLEAR(c->last.entries);
+    Py_CLEAR(c->plain);
+    Py_CLEAR(c->plain_of);
 }
 
 void tk_forget(Ctx *c) {
@@ -364,8 +374,44 @@ int tk_flatten_node(Ctx *c, PyObject *node, PyObject *ntype, int with_path, PyOb
 call:;
     /* the entry's flatten function: (children, node data, keys) */
     PyObject *fn = PyObject_GetAttr(ntype, S.s_flatten);
-    PyObject *r = fn == NULL ? NULL : PyObject_CallFunctionObjArgs(fn, node, with_path ? Py_True : Py_False, NULL);
-    Py_XDECREF(fn);
+    if (fn == NULL) return tk_defer_error() ? DEFER : -1;
+    if (!with_path) {
+        /* the user's own function, where the entry names it (see _registry._make_flatten) */
+        PyObject *plain = NULL;
+        if (c->plain_of == fn) {
+            plain = c->plain;
+        } else if (PyFunction_Check(fn)) {
+            PyObject *attrs = PyObject_GenericGetDict(fn, NULL);
+            plain = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, S.s_plain); /* borrowed */
+            Py_XINCREF(plain);
+            Py_XDECREF(attrs);
+            if (plain == Py_None) Py_CLEAR(plain);
+            PyErr_Clear();
+            Py_XSETREF_COMPAT(c->plain, plain);
+            Py_INCREF(fn);
+            Py_XSETREF_COMPAT(c->plain_of, fn);
+        }
+        if (plain != NULL) {
+            Py_INCREF(plain);
+            Py_DECREF(fn);
+            PyObject *r = PyObject_CallOneArg(plain, node);
+            Py_DECREF(plain);
+            tk_forget(c);
+            if (r == NULL) return tk_defer_error() ? DEFER : -1;
+            if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 2 || !tk_plain_seq(PyTuple_GET_ITEM(r, 0))) {
+                Py_DECREF(r);
+                return DEFER; /* the pure core converts or words it */
+            }
+            *kids = PyTuple_GET_ITEM(r, 0);
+            *data = PyTuple_GET_ITEM(r, 1);
+            Py_INCREF(*kids);
+            Py_INCREF(*data);
+            Py_DECREF(r);
+            return 0;
+        }
+    }
+    PyObject *r = PyObject_CallFunctionObjArgs(fn, node, with_path ? Py_True : Py_False, NULL);
+    Py_DECREF(fn);
     tk_forget(c);
     if (r == NULL) return tk_defer_error() ? DEFER : -1;
     if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 3 || !tk_plain_seq(PyTuple_GET_ITEM(r, 0))) {

@@ -74,27 +74,39 @@ static PyObject *child_path(Frame *frames, Py_ssize_t depth) {
     return tk_extend(f->prefix, PySequence_Fast_GET_ITEM(f->keys, f->i - 1));
 }
 
-/* The last record made in this walk: an equal record is shared (records are immutable
- * tuples; the layers of a parameter tree give equal ones, node data included). */
+/* The records made in this walk, by (node type, node data, arity, num_leaves, num_nodes):
+ * an equal record is shared (records are immutable tuples; the layers of a parameter tree,
+ * the items of a dataset give equal ones, node data included). Direct-mapped, so a miss
+ * costs one comparison. */
+#define RECORDS 64
 typedef struct {
     PyObject *record; /* owned */
     Py_ssize_t arity, num_leaves, num_nodes;
-} LastRecord;
+} Made;
+typedef struct {
+    Made slot[RECORDS];
+} Records;
 
-static int add_record(PyObject *nodes, LastRecord *last, PyObject *ntype, PyObject *data, Py_ssize_t arity,
+static void records_clear(Records *r) {
+    for (int k = 0; k < RECORDS; k++) Py_CLEAR(r->slot[k].record);
+}
+
+static int add_record(PyObject *nodes, Records *made, PyObject *ntype, PyObject *data, Py_ssize_t arity,
                       Py_ssize_t num_leaves, Py_ssize_t num_nodes) {
-    if (last->record != NULL && PyTuple_GET_ITEM(last->record, 0) == ntype &&
-        PyTuple_GET_ITEM(last->record, 1) == data && last->arity == arity && last->num_leaves == num_leaves &&
-        last->num_nodes == num_nodes)
-        return PyList_Append(nodes, last->record);
+    uintptr_t h = ((uintptr_t)ntype >> 4) * 31u + ((uintptr_t)data >> 4) * 17u + (uintptr_t)arity * 7u +
+                  (uintptr_t)num_leaves * 3u + (uintptr_t)num_nodes;
+    Made *m = &made->slot[(h ^ (h >> 7)) % RECORDS];
+    if (m->record != NULL && PyTuple_GET_ITEM(m->record, 0) == ntype && PyTuple_GET_ITEM(m->record, 1) == data &&
+        m->arity == arity && m->num_leaves == num_leaves && m->num_nodes == num_nodes)
+        return PyList_Append(nodes, m->record);
     PyObject *record = PyTuple_New(5);
     if (record == NULL) return -1;
     Py_INCREF(ntype);
     PyTuple_SET_ITEM(record, 0, ntype);
     Py_INCREF(data);
     PyTuple_SET_ITEM(record, 1, data);
-    PyObject *a = tk_int(arity), *l = a ? tk_int(num_leaves) : NULL, *m = l ? tk_int(num_nodes) : NULL;
-    if (m == NULL) {
+    PyObject *a = tk_int(arity), *l = a ? tk_int(num_leaves) : NULL, *n = l ? tk_int(num_nodes) : NULL;
+    if (n == NULL) {
         Py_XDECREF(a);
         Py_XDECREF(l);
         Py_DECREF(record);
@@ -102,13 +114,13 @@ static int add_record(PyObject *nodes, LastRecord *last, PyObject *ntype, PyObje
     }
     PyTuple_SET_ITEM(record, 2, a);
     PyTuple_SET_ITEM(record, 3, l);
-    PyTuple_SET_ITEM(record, 4, m);
+    PyTuple_SET_ITEM(record, 4, n);
     int rc = PyList_Append(nodes, record);
-    Py_XDECREF(last->record);
-    last->record = record; /* the reference made above */
-    last->arity = arity;
-    last->num_leaves = num_leaves;
-    last->num_nodes = num_nodes;
+    Py_XDECREF(m->record);
+    m->record = record; /* the reference made above */
+    m->arity = arity;
+    m->num_leaves = num_leaves;
+    m->num_nodes = num_nodes;
     return rc;
 }
 
@@ -132,7 +144,8 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
     Frame first[FIRST_FRAMES]; /* the heap takes over past this depth */
     memset(first, 0, sizeof(first));
     Frame *frames = first;
-    LastRecord last_record = {0};
+    Records made_s, *made_records = &made_s; /* records shared within this walk */
+    memset(&made_s, 0, sizeof(made_s));
     int rc = -1;
     /* The root is the one child of a virtual node, so it goes through the same code. */
     frames[0].children = PyTuple_Pack(1, tree);
@@ -153,7 +166,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         Frame *f = &frames[depth - 1];
         if (f->i >= f->n) {
             if (depth == 1) break;
-            if (nodes != NULL && add_record(nodes, &last_record, f->ntype, f->data, f->n,
+            if (nodes != NULL && add_record(nodes, made_records, f->ntype, f->data, f->n,
                                             PyList_GET_SIZE(leaves) - f->leaf_start, made - f->node_start + 1) < 0)
                 goto done;
             made++;
@@ -221,7 +234,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         }
         Py_ssize_t n = PySequence_Fast_GET_SIZE(kids);
         if (n == 0) {
-            int bad = nodes != NULL && add_record(nodes, &last_record, ntype, data, 0, 0, 1) < 0;
+            int bad = nodes != NULL && add_record(nodes, made_records, ntype, data, 0, 0, 1) < 0;
             made++;
             DROP_CHILD();
             if (bad) goto done;
@@ -238,7 +251,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
                 Py_ssize_t at = PyList_GET_SIZE(leaves);
                 int bad = PyList_SetSlice(leaves, at, at, kids) < 0;
                 for (j = 0; !bad && nodes != NULL && j < n; j++) bad = PyList_Append(nodes, S.LEAF) < 0;
-                bad = bad || (nodes != NULL && add_record(nodes, &last_record, ntype, data, n, n, n + 1) < 0);
+                bad = bad || (nodes != NULL && add_record(nodes, made_records, ntype, data, n, n, n + 1) < 0);
                 made += n + 1;
                 if (!bad && with_path) {
                     PyObject *here = child_path(frames, depth);
@@ -305,7 +318,7 @@ defer:
 done:
     for (Py_ssize_t k = 0; k < depth; k++) frame_clear(&frames[k]);
     if (frames != first) PyMem_Free(frames);
-    Py_XDECREF(last_record.record);
+    records_clear(made_records);
     tk_ctx_close(&ctx);
     return rc;
 }
