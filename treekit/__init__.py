@@ -10,6 +10,10 @@ import typing as _typing
 
 from treekit import _jax
 from treekit import tree as tree
+from treekit._asserts import assert_rank as assert_rank
+from treekit._asserts import assert_shape as assert_shape
+from treekit._asserts import assert_tree_all_finite as assert_tree_all_finite
+from treekit._asserts import assert_tree_no_nones as assert_tree_no_nones
 from treekit._at import tree_at as tree_at
 from treekit._at import tree_get as tree_get
 from treekit._at import tree_set as tree_set
@@ -21,6 +25,7 @@ from treekit._checks import assert_trees_all_equal as assert_trees_all_equal
 from treekit._checks import same_structure as same_structure
 from treekit._checks import tree_diff as tree_diff
 from treekit._core import backend as backend
+from treekit._errors import StructureAssertionError as StructureAssertionError
 from treekit._errors import StructureMismatchError as StructureMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
 from treekit._format import format_tree as format_tree
@@ -68,6 +73,7 @@ from treekit._registry import register_pytree_with_keys_class as register_pytree
 from treekit._registry import register_static as register_static
 from treekit._registry import static as static
 from treekit._specs import ShapeDtype as ShapeDtype
+from treekit._specs import SpecMismatchError as SpecMismatchError
 from treekit._specs import assert_tree_shapes as assert_tree_shapes
 from treekit._specs import check_spec as check_spec
 from treekit._specs import tree_spec as tree_spec
@@ -151,13 +157,19 @@ __all__ = [
     "PyTreeDef",
     "SequenceKey",
     "ShapeDtype",
+    "SpecMismatchError",
+    "StructureAssertionError",
     "StructureMismatchError",
     "TreeCycleError",
     "TreeDef",
     "TreeDiff",
     "UserKey",
     "all_leaves",
+    "assert_rank",
     "assert_same_structure",
+    "assert_shape",
+    "assert_tree_all_finite",
+    "assert_tree_no_nones",
     "assert_tree_shapes",
     "assert_trees_all_close",
     "assert_trees_all_equal",

@@ -7,7 +7,7 @@ import numbers
 from typing import Any, NamedTuple
 
 from treekit._describe import describe_leaf, dtype_name, is_array
-from treekit._errors import StructureMismatchError, _format
+from treekit._errors import StructureAssertionError, StructureMismatchError, _format
 from treekit._keys import DictKey, KeyPath, keystr
 from treekit._registry import lookup, sort_keys
 from treekit._traverse import IsLeaf, flatten
@@ -42,7 +42,7 @@ def same_structure(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> bool:
         ``True`` if the structures are equal, else ``False``.
     """
     try:
-        assert_same_structure(a, b, is_leaf=is_leaf)
+        flatten(a, is_leaf)[1]._walk(b, "b", strict=True, is_leaf=is_leaf)
     except StructureMismatchError:
         return False
     return True
@@ -54,7 +54,7 @@ def assert_same_structure(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> N
     >>> assert_same_structure({'w': [1, 2], 'b': 0}, {'w': [1, 2, 3], 'b': 0})
     Traceback (most recent call last):
     ...
-    treekit.StructureMismatchError: b['w']: expected list of length 2, got list of length 3
+    treekit.StructureAssertionError: b['w']: expected list of length 2, got list of length 3
 
     Args:
         a: The reference tree.
@@ -62,11 +62,16 @@ def assert_same_structure(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> N
         is_leaf: Applies to both trees, as in :func:`treekit.tree_flatten`.
 
     Raises:
-        StructureMismatchError: At the first difference in leaf order: node type, dict keys
+        StructureAssertionError: At the first difference in leaf order: node type, dict keys
             (missing and extra), sequence length, namedtuple or dataclass type, node data, or
-            a leaf against a node.
+            a leaf against a node. It is both an ``AssertionError`` and a
+            :class:`StructureMismatchError` (a ``ValueError``).
     """
-    flatten(a, is_leaf)[1]._walk(b, "b", strict=True, is_leaf=is_leaf)
+    __tracebackhide__ = True  # pytest shows the caller's line and the message, not this frame
+    try:
+        flatten(a, is_leaf)[1]._walk(b, "b", strict=True, is_leaf=is_leaf)
+    except StructureMismatchError as error:
+        raise StructureAssertionError.of(error) from None
 
 
 class Difference(NamedTuple):
@@ -474,6 +479,7 @@ def assert_trees_all_close(
         AssertionError: Listing every difference (structure, shapes, values), one per line,
             with the largest absolute and relative error of each leaf.
     """
+    __tracebackhide__ = True
     diff = tree_diff(a, b, dtypes=False, values=True, rtol=rtol, atol=atol, is_leaf=is_leaf)
     if diff:
         raise AssertionError(_report(f"b is not close to a (rtol={rtol}, atol={atol})", diff))
@@ -502,6 +508,7 @@ def assert_trees_all_equal(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> 
     Raises:
         AssertionError: Listing every difference, one per line.
     """
+    __tracebackhide__ = True
     diff = tree_diff(a, b, values=True, rtol=0.0, atol=0.0, is_leaf=is_leaf)
     if diff:
         raise AssertionError(_report("b is not equal to a", diff))

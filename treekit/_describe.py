@@ -53,6 +53,17 @@ def dtype_name(dtype: Any) -> str:
     return text[6:] if text.startswith("torch.") else text
 
 
+def is_inexact_dtype(dtype: Any) -> bool:
+    """Whether ``dtype`` holds floating-point or complex numbers (``bfloat16`` and the
+    ``float8_*`` types of ml_dtypes too, which numpy files under kind ``'V'``).
+
+    >>> import numpy as np
+    >>> is_inexact_dtype(np.float16), is_inexact_dtype(np.complex64), is_inexact_dtype(np.int8)
+    (True, True, False)
+    """
+    return dtype_name(dtype).startswith(("float", "bfloat", "complex"))
+
+
 def short_dtype(dtype: Any) -> str:
     """``f32`` for float32, ``bf16`` for bfloat16, ``i8`` for int8; other names unchanged.
 

@@ -7,7 +7,15 @@ from typing import Any
 
 from treekit._keys import KeyPath, keystr
 
-__all__ = ["StructureMismatchError", "TreeCycleError", "flatten_noted", "noted", "type_names", "where_text"]
+__all__ = [
+    "StructureAssertionError",
+    "StructureMismatchError",
+    "TreeCycleError",
+    "flatten_noted",
+    "noted",
+    "type_names",
+    "where_text",
+]
 
 _PRINTS_NOTES = sys.version_info >= (3, 11)  # a flag, so tests can take the Python 3.10 road too
 
@@ -70,6 +78,27 @@ class StructureMismatchError(ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.label, self.path, self.expected, self.got, self.detail, self.hint))
+
+
+class StructureAssertionError(StructureMismatchError, AssertionError):
+    """What :func:`treekit.assert_same_structure` raises: a :class:`StructureMismatchError` that is
+    also an ``AssertionError``, as every assertion helper's error is (``except ValueError`` and
+    ``except StructureMismatchError`` still catch it).
+
+    >>> from treekit import assert_same_structure
+    >>> try:
+    ...     assert_same_structure([1, 2], [1, 2, 3])
+    ... except AssertionError as err:
+    ...     print(type(err).__name__, isinstance(err, ValueError), err)
+    StructureAssertionError True b: expected list of length 2, got list of length 3
+    """
+
+    __module__ = "treekit"
+
+    @classmethod
+    def of(cls, error: StructureMismatchError) -> StructureAssertionError:
+        """The same error, as this class."""
+        return cls(error.label, error.path, error.expected, error.got, error.detail, error.hint)
 
 
 class TreeCycleError(ValueError):

@@ -249,6 +249,7 @@ def check_node_type(
             law with an example, and carries them as ``.broken``.
         TypeError: If ``cls`` is not registered, or an instance is not a ``cls``.
     """
+    __tracebackhide__ = True  # a broken law shows the caller's line and the message, not this frame
     ntype = lookup(cls)
     if ntype is None:
         raise TypeError(f"cls: expected a registered node type, got {cls.__qualname__} (a leaf type)")

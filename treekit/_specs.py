@@ -14,7 +14,7 @@ from treekit._keys import KeyPath, keystr
 from treekit._ops import tree_map
 from treekit._traverse import IsLeaf, flatten
 
-__all__ = ["Dim", "ShapeDtype", "assert_tree_shapes", "check_spec", "tree_spec"]
+__all__ = ["Dim", "ShapeDtype", "SpecMismatchError", "assert_tree_shapes", "check_spec", "tree_spec"]
 
 Dim = Union[int, str, None, EllipsisType]
 """One dimension of a spec: a size, a name that must agree across leaves, ``None`` (any size),
@@ -195,6 +195,21 @@ def _dim_problems(
     return words
 
 
+class SpecMismatchError(AssertionError, ValueError):
+    """What :func:`check_spec` raises: an ``AssertionError``, as every assertion helper's error
+    is, and a ``ValueError``, as it was before (``except ValueError`` still catches it).
+
+    >>> import numpy as np
+    >>> try:
+    ...     check_spec({'x': np.zeros(2)}, {'x': ShapeDtype((3,), 'f64')})
+    ... except AssertionError as err:
+    ...     print(type(err).__name__, isinstance(err, ValueError))
+    SpecMismatchError True
+    """
+
+    __module__ = "treekit"
+
+
 def check_spec(tree: Any, spec: Any, *, is_leaf: IsLeaf | None = None) -> dict[str, Any]:
     """Check ``tree`` against ``spec`` (structure, dtypes, shapes); return the named dims' sizes.
 
@@ -209,7 +224,7 @@ def check_spec(tree: Any, spec: Any, *, is_leaf: IsLeaf | None = None) -> dict[s
     >>> check_spec({'x': np.zeros((8, 4), np.float32), 'y': np.zeros(5, np.int64)}, spec)
     Traceback (most recent call last):
     ...
-    ValueError: tree does not match the spec: 2 problems
+    treekit.SpecMismatchError: tree does not match the spec: 2 problems
     tree['x']: expected f32[batch,3], got f32[8,4] (dim 1 is 4, not 3)
     tree['y']: expected i32[batch], got i64[5] (dtype int64, not int32; dim 0 is 5, but batch is 8 at tree['x'])
 
@@ -232,14 +247,16 @@ def check_spec(tree: Any, spec: Any, *, is_leaf: IsLeaf | None = None) -> dict[s
         for a ``'*name'`` dim).
 
     Raises:
-        ValueError: Listing every problem, one line per key path: structural differences,
+        SpecMismatchError: An ``AssertionError`` and a ``ValueError``, listing every problem,
+            one line per key path: structural differences,
             leaves without shape or dtype, wrong dtypes, ranks and dims.
         TypeError: If a leaf of ``spec`` has no shape and dtype.
     """
+    __tracebackhide__ = True
     lines, dims = _spec_problems(tree, spec, is_leaf, "spec")
     if lines:
         count = _count(len(lines), "problem", "problems")
-        raise ValueError(f"tree does not match the spec: {count}\n" + "\n".join(lines))
+        raise SpecMismatchError(f"tree does not match the spec: {count}\n" + "\n".join(lines))
     return dims
 
 
@@ -274,6 +291,7 @@ def assert_tree_shapes(tree: Any, shapes_tree: Any, *, is_leaf: IsLeaf | None = 
         AssertionError: Listing every leaf whose shape differs, and structural differences.
         TypeError: If a leaf of ``shapes_tree`` is neither a shape tuple nor an array.
     """
+    __tracebackhide__ = True
     spec = tree_map(
         lambda s: ShapeDtype(s) if _is_shape(s) else ShapeDtype(tuple(s.shape)) if is_array(s) else s,
         shapes_tree,

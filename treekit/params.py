@@ -36,7 +36,7 @@ from treekit._at import Path as Path
 from treekit._at import tree_at as tree_at
 from treekit._at import tree_get as tree_get
 from treekit._at import tree_set as tree_set
-from treekit._describe import dtype_name
+from treekit._describe import is_inexact_dtype
 from treekit._errors import StructureMismatchError
 from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, keystr
 from treekit._ops import leafwise, tree_leaves_with_path, tree_map
@@ -289,8 +289,6 @@ def is_array(x: Any) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__array__")
 
 
-_INEXACT = ("float", "bfloat", "complex")
-
 
 def is_inexact_array(x: Any) -> bool:
     """Whether ``x`` is an array (:func:`is_array`) of floating-point or complex numbers: the
@@ -311,7 +309,7 @@ def is_inexact_array(x: Any) -> bool:
     Returns:
         ``True`` for arrays of ``float*``, ``bfloat16`` and ``complex*`` dtypes.
     """
-    return is_array(x) and dtype_name(x.dtype).startswith(_INEXACT)
+    return is_array(x) and is_inexact_dtype(x.dtype)
 
 
 # -- freezing ------------------------------------------------------------------------------------
