@@ -195,7 +195,12 @@ def keystr(keys: KeyPath, *, simple: bool = False, separator: str = "") -> str:
 
     Returns:
         The joined string; ``''`` for the empty path (the root).
+
+    Raises:
+        TypeError: If ``separator`` is not a string.
     """
+    if not isinstance(separator, str):
+        raise TypeError(f"keystr: separator: expected str, got {type(separator).__name__}")
     if NATIVE is not None:  # the same texts, joined in C
         text = NATIVE.keystr(keys, simple, separator)
         if text is not NATIVE.DEFER:

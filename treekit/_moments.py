@@ -14,7 +14,7 @@ from typing import Any
 
 from treekit._ops import tree_map
 from treekit._registry import register_pytree_node
-from treekit._tree_math import loaded_jax, namespace
+from treekit._tree_math import dtype_of, loaded_jax, namespace
 
 __all__ = [
     "safe_increment",
@@ -148,7 +148,8 @@ _JITTED: dict[str, Any] = {}
 
 def _bias_correction(moment: Any, decay: Any, count: Any) -> Any:
     bias_correction = 1 - decay**count
-    return tree_map(lambda t: t / bias_correction.astype(t.dtype), moment)
+    xp = namespace(bias_correction)
+    return tree_map(lambda t: t / xp.asarray(bias_correction).astype(dtype_of(t)), moment)
 
 
 def tree_bias_correction(moment: Any, decay: Any, count: Any) -> Any:

@@ -290,7 +290,10 @@ def sort_keys(keys: Iterable[Any]) -> list[Any]:
 def dict_order(d: dict[Any, Any]) -> tuple[Any, ...]:
     """A dict's node data: its keys in leaf order; a plain tuple when that is insertion order."""
     keys = tuple(d)
-    order = ORDERS.get(keys)
+    try:
+        order = ORDERS.get(keys)
+    except Exception:  # a key whose hash now raises: no cache (the native walker skips it too)
+        order = None
     if order is not None and all(map(operator.is_, order.original, keys)):
         return order
     try:
@@ -406,6 +409,23 @@ def _unzip_keyed(cls: type, pairs: Any) -> tuple[list[Any], list[Any]]:
     return keys, children
 
 
+def _check_class(label: str, cls: Any) -> None:
+    """Registration arguments are checked when given, not when a walk first meets them."""
+    if not isinstance(cls, type):
+        raise TypeError(f"{label}: expected a class, got {type(cls).__name__}")
+
+
+def _check_function(label: str, fn: Any, optional: bool = False) -> None:
+    if not (callable(fn) or (optional and fn is None)):
+        raise TypeError(f"{label}: expected a function{' or None' if optional else ''}, got {type(fn).__name__}")
+
+
+def _check_methods(cls: Any, *names: str) -> None:
+    _check_class("cls", cls)
+    for name in names:
+        _check_function(f"cls.{name}", getattr(cls, name, None))
+
+
 def _make_flatten(
     cls: type,
     flatten: Callable[[Any], tuple[Any, Any]] | None,
@@ -461,8 +481,13 @@ def register_pytree_node(
             the children's key entries are :class:`FlattenedIndexKey`.
 
     Raises:
+        TypeError: If ``nodetype`` is not a class or a function is not callable.
         ValueError: If ``nodetype`` is already registered.
     """
+    _check_class("nodetype", nodetype)
+    _check_function("flatten_func", flatten_func)
+    _check_function("unflatten_func", unflatten_func)
+    _check_function("flatten_with_keys_func", flatten_with_keys_func, optional=True)
     flatten = _make_flatten(nodetype, flatten_func, flatten_with_keys_func)
     _add(NodeType(nodetype, flatten, _tuple_children(unflatten_func)))
 
@@ -494,8 +519,13 @@ def register_pytree_with_keys(
             key paths are asked for; without it ``flatten_with_keys`` serves both.
 
     Raises:
+        TypeError: If ``nodetype`` is not a class or a function is not callable.
         ValueError: If ``nodetype`` is already registered.
     """
+    _check_class("nodetype", nodetype)
+    _check_function("flatten_with_keys", flatten_with_keys)
+    _check_function("unflatten_func", unflatten_func)
+    _check_function("flatten_func", flatten_func, optional=True)
     flatten = _make_flatten(nodetype, flatten_func, flatten_with_keys)
     _add(NodeType(nodetype, flatten, _tuple_children(unflatten_func)))
 
@@ -522,8 +552,10 @@ def register_pytree_node_class(cls: C) -> C:
         ``cls``, unchanged.
 
     Raises:
+        TypeError: If ``cls`` is not a class or lacks one of the two methods.
         ValueError: If ``cls`` is already registered.
     """
+    _check_methods(cls, "tree_flatten", "tree_unflatten")
     register_pytree_node(cls, lambda x: x.tree_flatten(), cls.tree_unflatten)  # type: ignore[attr-defined]
     return cls
 
@@ -552,8 +584,10 @@ def register_pytree_with_keys_class(cls: C) -> C:
         ``cls``, unchanged.
 
     Raises:
+        TypeError: If ``cls`` is not a class or lacks one of the two methods.
         ValueError: If ``cls`` is already registered.
     """
+    _check_methods(cls, "tree_flatten_with_keys", "tree_unflatten")
     flatten = getattr(cls, "tree_flatten", None)
     register_pytree_with_keys(
         cls,
@@ -603,6 +637,13 @@ def register_dataclass(
         ValueError: If the fields do not cover the dataclass's ``init`` fields exactly, overlap,
             or the class is already registered.
     """
+    _check_class("nodetype", nodetype)
+    for label, names in (("data_fields", data_fields), ("meta_fields", meta_fields), ("drop_fields", drop_fields)):
+        if names is None:
+            continue
+        if isinstance(names, str) or not isinstance(names, Iterable) or not all(isinstance(n, str) for n in names):
+            what = type(names).__name__ if isinstance(names, str) or not isinstance(names, Iterable) else "other items"
+            raise TypeError(f"{label}: expected a sequence of attribute names (str), got {what}")
     if data_fields is None or meta_fields is None:
         if (data_fields is None) != (meta_fields is None):
             raise TypeError(
@@ -685,8 +726,10 @@ def register_static(cls: C) -> C:
         ``cls``, unchanged.
 
     Raises:
+        TypeError: If ``cls`` is not a class.
         ValueError: If ``cls`` is already registered.
     """
+    _check_class("cls", cls)
 
     def flatten(node: Any, with_path: bool) -> tuple[tuple[()], Any, Any]:
         return (), node, () if with_path else None

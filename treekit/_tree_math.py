@@ -20,6 +20,7 @@ from treekit._ops import leafwise
 from treekit._traverse import flatten
 
 __all__ = [
+    "dtype_of",
     "loaded_jax",
     "namespace",
     "tree_add",
@@ -40,6 +41,16 @@ __all__ = [
     "tree_where",
     "tree_zeros_like",
 ]
+
+
+def dtype_of(x: Any) -> Any:
+    """``x.dtype``, or the dtype its array module gives a Python number (``1.0``: float64).
+
+    >>> dtype_of(1.0), dtype_of(True)
+    (dtype('float64'), dtype('bool'))
+    """
+    dtype = getattr(x, "dtype", None)
+    return dtype if dtype is not None else namespace(x).asarray(x).dtype
 
 
 def namespace(*arrays: Any) -> ModuleType:

@@ -35,7 +35,7 @@ from treekit._moments import tree_update_moment as tree_update_moment
 from treekit._moments import tree_update_moment_per_elem_norm as tree_update_moment_per_elem_norm
 from treekit._ops import tree_leaves, tree_map
 from treekit._traverse import flatten
-from treekit._tree_math import loaded_jax, namespace, tree_cast, tree_cast_like, tree_zeros_like
+from treekit._tree_math import dtype_of, loaded_jax, namespace, tree_cast, tree_cast_like, tree_zeros_like
 from treekit._tree_reduce import tree_norm
 
 __all__ = [
@@ -124,6 +124,13 @@ class MaskedNode(NamedTuple):
     leaves, so the inner transformation skips them)."""
 
 
+def _check_transformation(label: str, t: Any) -> None:
+    if not (callable(getattr(t, "init", None)) and callable(getattr(t, "update", None))):
+        raise TypeError(
+            f"{label}: expected a GradientTransformation (callable init and update), got {type(t).__name__}"
+        )
+
+
 def _zeros_count(params: Any) -> Any:
     xp = namespace(*tree_leaves(params))
     return xp.zeros((), dtype=xp.int32)
@@ -155,7 +162,13 @@ def chain(*transformations: GradientTransformation) -> GradientTransformation:
     Returns:
         The transformation; its ``update`` raises ValueError if the state is not a tuple of
         one state per transformation.
+
+    Raises:
+        TypeError: If one of ``transformations`` is not a transformation (no ``init`` and
+            ``update``); the message names which.
     """
+    for k, t in enumerate(transformations):
+        _check_transformation(f"transformations[{k}]", t)
     init_fns = [t.init for t in transformations]
     update_fns = [t.update for t in transformations]
 
@@ -217,7 +230,7 @@ def scale_by_schedule(step_size_fn: Callable[[Any], Any]) -> GradientTransformat
 
     def update(updates: Any, state: ScaleByScheduleState, params: Any = None) -> tuple[Any, ScaleByScheduleState]:
         step_size = step_size_fn(state.count)
-        updates = tree_map(lambda g: namespace(g, step_size).array(step_size, dtype=g.dtype) * g, updates)
+        updates = tree_map(lambda g: namespace(g, step_size).array(step_size, dtype=dtype_of(g)) * g, updates)
         return updates, ScaleByScheduleState(safe_increment(state.count))
 
     return GradientTransformation(init, update)
@@ -370,7 +383,11 @@ def masked(inner: GradientTransformation, mask: Any) -> GradientTransformation:
 
     Returns:
         The transformation (state :class:`MaskedState`).
+
+    Raises:
+        TypeError: If ``inner`` is not a transformation.
     """
+    _check_transformation("inner", inner)
 
     def mask_tree(tree: Any, mask_tree: Any) -> Any:
         return tree_map(lambda m, p: p if m else MaskedNode(), mask_tree, tree)
@@ -448,7 +465,7 @@ def clip_by_global_norm(max_norm: Any) -> GradientTransformation:
         select = jax.lax.select if jax is not None and xp is jax.numpy else xp.where
 
         def clip(t: Any) -> Any:
-            return select(trigger, t, t / g_norm.astype(t.dtype) * max_norm)
+            return select(trigger, t, t / xp.asarray(g_norm).astype(dtype_of(t)) * max_norm)
 
         return tree_map(clip, updates), state
 
@@ -589,7 +606,7 @@ def apply_updates(params: Any, updates: Any) -> Any:
     out = []
     for p, u in zip(leaves, treedef._walk(updates, "updates", strict=True)):
         new = p + u
-        if type(new) is not type(p) or new.dtype != p.dtype:  # as optax: an array of p's dtype
+        if type(new) is not type(p) or dtype_of(new) != dtype_of(p):  # as optax: an array of p's dtype
             xp = namespace(p, u)
             new = xp.asarray(new).astype(xp.asarray(p).dtype)
         out.append(new)

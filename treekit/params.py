@@ -497,7 +497,10 @@ def flatten_dict(tree: Any, sep: str | None = "/") -> dict[Any, Any]:
     Raises:
         ValueError: If two leaves get the same flat key (``sep`` inside a dict key);
             the message names the second one's key path.
+        TypeError: If ``sep`` is neither a string nor ``None``.
     """
+    if sep is not None and not isinstance(sep, str):
+        raise TypeError(f"sep: expected a str or None, got {type(sep).__name__}")
     leaves, _, paths = flatten(tree, with_path=True)
     assert paths is not None
     out: dict[Any, Any] = {}
