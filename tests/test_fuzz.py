@@ -80,7 +80,10 @@ SKIP = {
         "a data or type-alias class, not a tree function",
     ),
     **dict.fromkeys(
-        ["treekit.StructureMismatchError", "treekit.TreeCycleError", "treekit.PickleRefused"],
+        [
+            "treekit.StructureMismatchError", "treekit.TreeCycleError", "treekit.PickleRefused",
+            "treekit.SpecMismatchError", "treekit.StructureAssertionError",
+        ],
         "an exception class (what the fuzzed functions raise)",
     ),
     "treekit.tree": "a module; its names are fuzzed under treekit.tree.*",
@@ -157,6 +160,10 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     # the class (treekit.TreeDef too); its methods are fuzzed one by one below
     "treekit.PyTreeDef": lambda g: tk.PyTreeDef(g.pick(((None, None, 0, 1, 1),), (), None, [g.tree])).unflatten([1]),
     "treekit.all_leaves": lambda g: tk.all_leaves(g.pick(g.leaves(), g.tree, [g.tree]), **g.is_leaf_kw()),
+    "treekit.assert_rank": lambda g: tk.assert_rank(g.tree, g.pick(0, 1, {0, 1, 2}, g.shapes_like(), "x", -1)),
+    "treekit.assert_shape": lambda g: tk.assert_shape(g.tree, g.pick((), (2,), (..., {1, 3}), g.shapes_like(), "x")),
+    "treekit.assert_tree_all_finite": lambda g: tk.assert_tree_all_finite(g.tree, **g.is_leaf_kw()),
+    "treekit.assert_tree_no_nones": lambda g: tk.assert_tree_no_nones(g.tree),
     "treekit.assert_same_structure": lambda g: tk.assert_same_structure(g.tree, g.other(), **g.is_leaf_kw()),
     "treekit.assert_tree_shapes": lambda g: tk.assert_tree_shapes(g.tree, g.shapes_like()),
     "treekit.assert_trees_all_close": lambda g: tk.assert_trees_all_close(g.tree, g.other(), g.pick(1e-6, g.scalar())),
