@@ -1,17 +1,25 @@
-"""treekit against jax.tree_util, optree, dm-tree and torch.utils._pytree, side by side in one process.
+"""treekit (both cores) against jax.tree_util, optree, dm-tree and torch.utils._pytree, side by side.
 
-    python benchmarks/compare.py                  # full run (~2-4 minutes on 2 cores)
+    python benchmarks/compare.py                  # full run (40 s of CPU; minutes on a busy machine)
     python benchmarks/compare.py --quick          # tiny trees, few rounds: a smoke run
     python benchmarks/compare.py --json out.json  # also write every timing as JSON
     python benchmarks/compare.py --markdown t.md  # and the table as Markdown
+    python benchmarks/compare.py --callgrind 50 --libs treekit,treekit-pure --trees mlp-1000
+                                                  # CPU instructions per call (valgrind), not time
+
+Columns: ``treekit`` is the native core (the C extension), ``treekit-pure`` the pure-Python
+core. The core is chosen once per process (``TREEKIT_PURE=1`` at import), so the pure core
+is timed in a child process, against jax again there; every ratio is one library against
+jax measured side by side in one process.
 
 Every (tree, operation) row times each library in the same process, interleaved round-robin
-(one batch per library per round, the order rotated each round), and reports the median of
-the rounds as a ratio to jax.tree_util's median: these machines are noisy, so only ratios
-mean anything. Before timing a row, each library's result is checked: the leaves it returns
-(or the leaves of the tree it builds) must be the very objects jax returns, in jax's order. A
-library that is not installed, lacks the operation, or disagrees is left out of the row and
-the table says why.
+(one batch per library per round, the order rotated each round), and reports the fastest
+round (the minimum: on a shared, noisy machine other jobs only ever add time) as a ratio
+to jax.tree_util's fastest round. Time is the thread's CPU time (``--clock wall`` for wall
+time), which leaves out the time spent waiting for a core. Before timing a row, each library's result is checked:
+the leaves it returns (or the leaves of the tree it builds) must be the very objects jax
+returns, in jax's order. A library that is not installed, lacks the operation (``n/a``),
+or disagrees is left out of the row and the table says why.
 
 The standard trees insert dict keys in their natural order, as real parameter trees do
 (`weights`/`biases`, flax's `kernel`/`bias`, haiku's `w`/`b`); `mlp-1000-sorted` is mlp-1000
@@ -30,7 +38,9 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -39,8 +49,10 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if os.path.isdir(os.path.join(_ROOT, "treekit")):  # time this checkout's treekit, not an installed one
     sys.path.insert(0, _ROOT)
 
-LIBS = ("treekit", "jax", "optree", "dm-tree", "torch")
+LIBS = ("treekit", "treekit-pure", "jax", "optree", "dm-tree", "torch")
 BASELINE = "jax"
+NATIVE, PURE = "treekit", "treekit-pure"  # the two cores' columns
+TORCH_TARGET = 10.0  # the native core is to be this many times faster than torch on every row
 OPS = (
     "flatten",
     "unflatten",
@@ -244,16 +256,23 @@ def _jax_style(m: Any, name: str, version: str) -> Lib:
     return Lib(name, version, ops, {"flatten": lambda r: r[0], "flatten_with_path": lambda r: [x for _, x in r[0]]})
 
 
-def _treekit() -> Lib:
-    import treekit
+def _treekit(core: str) -> Callable[[], Lib]:
+    """treekit with ``core`` ('native' or 'pure'), when that is the core in this process."""
 
-    treekit.register_pytree_with_keys(
-        Affine,
-        lambda a: (((treekit.GetAttrKey("w"), a.w), (treekit.GetAttrKey("b"), a.b)), a.name),
-        lambda name, c: Affine(c[0], c[1], name),
-        lambda a: ((a.w, a.b), a.name),
-    )
-    return _jax_style(treekit, "treekit", treekit.__version__)
+    def load() -> Lib:
+        import treekit
+
+        if treekit.backend() != core:
+            raise Unsupported(f"{core} core not in use")
+        treekit.register_pytree_with_keys(
+            Affine,
+            lambda a: (((treekit.GetAttrKey("w"), a.w), (treekit.GetAttrKey("b"), a.b)), a.name),
+            lambda name, c: Affine(c[0], c[1], name),
+            lambda a: ((a.w, a.b), a.name),
+        )
+        return _jax_style(treekit, NATIVE if core == "native" else PURE, f"{treekit.__version__} ({core} core)")
+
+    return load
 
 
 def _jax() -> Lib:
@@ -373,13 +392,21 @@ def _torch() -> Lib:
 
 
 LOADERS: dict[str, Callable[[], Lib]] = {
-    "treekit": _treekit,
+    NATIVE: _treekit("native"),
+    PURE: _treekit("pure"),
     "jax": _jax,
     "optree": _optree,
     "dm-tree": _dm_tree,
     "torch": _torch,
 }
-IMPORT_NAMES = {"treekit": "treekit", "jax": "jax", "optree": "optree", "dm-tree": "tree", "torch": "torch"}
+IMPORT_NAMES = {
+    NATIVE: "treekit",
+    PURE: "treekit",
+    "jax": "jax",
+    "optree": "optree",
+    "dm-tree": "tree",
+    "torch": "torch",
+}
 
 
 def load(names: list[str]) -> tuple[dict[str, Lib], dict[str, str]]:
@@ -394,7 +421,10 @@ def load(names: list[str]) -> tuple[dict[str, Lib], dict[str, str]]:
         except ImportError:
             missing[name] = "not installed"
             continue
-        libs[name] = LOADERS[name]()
+        try:
+            libs[name] = LOADERS[name]()
+        except Unsupported as exc:  # a treekit core that is not the one in this process
+            missing[name] = str(exc)
     return {name: libs[name] for name in names if name in libs}, missing
 
 
@@ -437,13 +467,20 @@ def check(
 
 
 # -- timing ------------------------------------------------------------------------------------------------
+# The clock: this thread's CPU time by default, which does not count the time the thread
+# waits for a core while other jobs run (the machine these numbers come from has 2 cores
+# shared by many jobs); ``--clock wall`` for wall-clock time.
+CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.thread_time, "wall": time.perf_counter}
+clock = CLOCKS["cpu"]
+
+
 def batch(fn: Callable[[], Any], number: int) -> float:
     """Seconds for ``number`` calls. The garbage collector stays on (unlike timeit's): the
     collections that a library's allocations trigger are part of what it costs in real use."""
-    start = time.perf_counter()
+    start = clock()
     for _ in range(number):
         fn()
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def calibrate(fn: Callable[[], Any], target: float) -> int:
@@ -456,18 +493,22 @@ def calibrate(fn: Callable[[], Any], target: float) -> int:
         number *= 4 if elapsed < target / 40 else 2
 
 
-def time_row(fns: dict[str, Callable[[], Any]], rounds: int, target: float) -> dict[str, float]:
-    """Median seconds per call of each function, the libraries interleaved round-robin."""
+def time_row(fns: dict[str, Callable[[], Any]], rounds: int, target: float) -> dict[str, list[float]]:
+    """Seconds per call of each function in each round, the libraries interleaved round-robin
+    (the order rotated each round)."""
     numbers = {name: calibrate(fn, target) for name, fn in fns.items()}
     samples: dict[str, list[float]] = {name: [] for name in fns}
     order = list(fns)
     for r in range(rounds):
         for name in order[r % len(order) :] + order[: r % len(order)]:
             samples[name].append(batch(fns[name], numbers[name]) / numbers[name])
-    return {name: statistics.median(times) for name, times in samples.items()}
+    return samples
 
 
 # -- the run --------------------------------------------------------------------------------------------------
+Rows = dict[tuple[str, str], dict[str, Any]]  # (tree, op) -> row
+
+
 def run(
     libs: dict[str, Lib],
     missing: dict[str, str],
@@ -476,9 +517,16 @@ def run(
     target: float,
     only_trees: list[str] | None = None,
     only_ops: list[str] | None = None,
+    *,
+    elsewhere: dict[str, Rows] | None = None,
 ) -> dict[str, Any]:
-    """Check and time every (tree, op) row; print each row as it is done."""
-    names = [*libs, *missing]
+    """Check and time every (tree, op) row; print each row as it is done.
+
+    ``elsewhere``: libraries timed in another process (the pure core), by name: their rows,
+    whose ratios (to jax in that process) join this run's rows.
+    """
+    elsewhere = elsewhere or {}
+    names = ordered([*libs, *elsewhere, *missing])
     leaves_op = libs[BASELINE].ops["leaves"]
 
     def reference_leaves(tree: Any) -> list[Any]:
@@ -523,28 +571,51 @@ def run(
                     fns[name] = fn
                 else:
                     notes[name] = why
-            times = time_row(fns, rounds, target) if BASELINE in fns else {}
+            samples = time_row(fns, rounds, target) if BASELINE in fns else {}
+            times = {name: min(s) for name, s in samples.items()}
             base_time = times.get(BASELINE)
-            rows.append(
-                {
-                    "tree": tree_name,
-                    "op": op,
-                    "num_leaves": len(expected),
-                    "seconds": times,
-                    "ratio_to_jax": {k: v / base_time for k, v in times.items()} if base_time else {},
-                    "notes": notes,
-                }
-            )
+            row = {
+                "tree": tree_name,
+                "op": op,
+                "num_leaves": len(expected),
+                "seconds": times,
+                "median_seconds": {name: statistics.median(s) for name, s in samples.items()},
+                "ratio_to_jax": {k: v / base_time for k, v in times.items()} if base_time else {},
+                "notes": notes,
+            }
+            for name, other in elsewhere.items():
+                theirs = other.get((tree_name, op))
+                if theirs is not None and name in theirs["ratio_to_jax"]:
+                    row["seconds"][name] = theirs["seconds"][name]
+                    row["ratio_to_jax"][name] = theirs["ratio_to_jax"][name]
+                    row.setdefault("jax_seconds_elsewhere", {})[name] = theirs["seconds"][BASELINE]
+                else:
+                    row["notes"][name] = theirs["notes"].get(name, "not timed") if theirs else "not timed"
+            rows.append(row)
             print(_row_text(rows[-1], names), flush=True)
         gc.unfreeze()
+    versions = {"python": platform.python_version()} | {name: lib.version for name, lib in libs.items()}
     return {
         "machine": machine(),
-        "versions": {"python": platform.python_version()} | {name: lib.version for name, lib in libs.items()},
-        "settings": {"quick": quick, "rounds": rounds, "target_batch_seconds": target},
+        "versions": versions,
+        "settings": {
+            "quick": quick,
+            "rounds": rounds,
+            "target_batch_seconds": target,
+            "statistic": "min",
+            "clock": next(name for name, c in CLOCKS.items() if c is clock),
+        },
         "libraries": names,
         "rows": rows,
         "geomean_ratio_to_jax": geomeans(rows, names),
+        "worst_row": worst_rows(rows, names),
+        "torch_check": torch_check(rows),
     }
+
+
+def ordered(names: list[str]) -> list[str]:
+    """Library names in the table's order (LIBS), others after them."""
+    return sorted(dict.fromkeys(names), key=lambda n: LIBS.index(n) if n in LIBS else len(LIBS))
 
 
 def _inputs(lib: Lib, base: tuple[Any, Any, Any]) -> Inputs:
@@ -563,12 +634,35 @@ def geomeans(rows: list[dict[str, Any]], names: list[str]) -> dict[str, dict[str
     out: dict[str, dict[str, Any]] = {}
     for name in names:
         ratios = [row["ratio_to_jax"][name] for row in rows if name in row["ratio_to_jax"]]
-        out[name] = {
-            "geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,
-            "rows": len(ratios),
-            "of": len(rows),
-        }
+        out[name] = {"geomean": _geomean(ratios) if ratios else None, "rows": len(ratios), "of": len(rows)}
     return out
+
+
+def worst_rows(rows: list[dict[str, Any]], names: list[str]) -> dict[str, dict[str, Any] | None]:
+    """Per library: its row with the highest ratio to jax, and how many rows are above 1.0."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for name in names:
+        timed = [row for row in rows if name in row["ratio_to_jax"]]
+        if not timed:
+            out[name] = None
+            continue
+        worst = max(timed, key=lambda row: row["ratio_to_jax"][name])
+        above = sum(row["ratio_to_jax"][name] > 1.0 for row in timed)
+        out[name] = {"tree": worst["tree"], "op": worst["op"], "ratio": worst["ratio_to_jax"][name], "above_1": above}
+    return out
+
+
+def torch_check(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether the native core is at least TORCH_TARGET times faster than torch on every row
+    both ran; the rows where it is not."""
+    timed = [(row, s) for row in rows if (s := _torch_speedup(row))]
+    return {
+        "target": TORCH_TARGET,
+        "rows": len(timed),
+        "met": sum(s >= TORCH_TARGET for _, s in timed),
+        "smallest": min((s for _, s in timed), default=None),
+        "below": [{"tree": row["tree"], "op": row["op"], "speedup": s} for row, s in timed if s < TORCH_TARGET],
+    }
 
 
 def machine() -> dict[str, Any]:
@@ -588,7 +682,14 @@ def machine() -> dict[str, Any]:
 
 
 # -- output ---------------------------------------------------------------------------------------------------
-NOTE_MARKS = {"not installed": "n/i", "leaves differ": "diff", "no structure object": "n/a"}
+NOTE_MARKS = {
+    "not installed": "n/i",
+    "leaves differ": "diff",
+    "no structure object": "n/a",
+    "native core not in use": "n/b",
+    "not timed": "-",
+}
+WIDTH = 12
 
 
 def _cell(row: dict[str, Any], name: str) -> str:
@@ -602,40 +703,50 @@ def _row_text(row: dict[str, Any], names: list[str]) -> str:
     cells = [f"{row['tree']:<15}", f"{row['op']:<18}"]
     base = row["seconds"].get(BASELINE)
     cells.append(f"{base * 1e6:>10.1f}" if base else f"{'-':>10}")
-    cells += [f"{_cell(row, name):>8}" for name in names]
-    torch_speedup = _torch_speedup(row)
-    cells.append(f"{torch_speedup:>9.1f}" if torch_speedup else f"{'-':>9}")
+    cells += [f"{_cell(row, name):>{WIDTH}}" for name in names]
+    cells.append(_torch_text(row))
     return " ".join(cells)
 
 
 def _torch_speedup(row: dict[str, Any]) -> float | None:
+    """torch's time over the native core's (the TORCH_TARGET check), None where either is missing."""
     seconds = row["seconds"]
-    if "torch" in seconds and "treekit" in seconds:
-        return float(seconds["torch"] / seconds["treekit"])
+    if "torch" in seconds and NATIVE in seconds:
+        return float(seconds["torch"] / seconds[NATIVE])
     return None
 
 
+def _torch_text(row: dict[str, Any]) -> str:
+    speedup = _torch_speedup(row)
+    if speedup is None:
+        return f"{'-':>9}"
+    return f"{speedup:>7.1f} " + ("ok" if speedup >= TORCH_TARGET else "NO")
+
+
 def header(names: list[str]) -> str:
-    cells = [f"{'tree':<15}", f"{'op':<18}", f"{'jax us':>10}", *(f"{n:>8}" for n in names), f"{'torch/tk':>9}"]
+    cells = [f"{'tree':<15}", f"{'op':<18}", f"{'jax us':>10}", *(f"{n:>{WIDTH}}" for n in names), f"{'torch/tk':>9}"]
     return " ".join(cells)
 
 
 def summary(result: dict[str, Any]) -> str:
     names = result["libraries"]
-    lines = ["", "geometric mean of ratios to jax (rows timed / rows):"]
-    for name in names:
-        g = result["geomean_ratio_to_jax"][name]
+    lines = ["", "ratio to jax: geometric mean (rows timed / rows); worst row; rows above 1.0 (slower than jax):"]
+    for name in [n for n in names if n != BASELINE]:
+        g, w = result["geomean_ratio_to_jax"][name], result["worst_row"][name]
         value = f"{g['geomean']:.2f}" if g["geomean"] else "-"
-        lines.append(f"  {name:<8} {value:>6}  ({g['rows']}/{g['of']} rows)")
-    speedups = [s for row in result["rows"] if (s := _torch_speedup(row))]
-    if speedups:
+        worst = f"  worst {w['ratio']:.2f} ({w['tree']} {w['op']}); {w['above_1']} above 1.0" if w else ""
+        lines.append(f"  {name:<13} {value:>6}  ({g['rows']}/{g['of']} rows){worst}")
+    check = result["torch_check"]
+    if check["rows"]:
+        below = ", ".join(f"{b['tree']} {b['op']} {b['speedup']:.1f}x" for b in check["below"]) or "none"
         lines.append(
-            f"treekit vs torch: slowest row {min(speedups):.1f}x faster, geomean "
-            f"{math.exp(sum(map(math.log, speedups)) / len(speedups)):.1f}x ({len(speedups)} rows)"
+            f"native treekit >= {check['target']:.0f}x faster than torch: {check['met']} of {check['rows']} rows "
+            f"(smallest {check['smallest']:.1f}x); below: {below}"
         )
+    lines += _per_leaf_text(result)
     lines.append(
-        "cells: time / jax's time (lower is faster); n/i not installed, n/a no such op, "
-        "diff leaves differ from jax's, err the op raised"
+        "cells: time / jax's time (fastest of the rounds; lower is faster); n/i not installed, n/a no such op, "
+        "n/b native core not built, diff leaves differ from jax's, err the op raised"
     )
     versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items())
     lines.append(f"versions: {versions}")
@@ -644,11 +755,45 @@ def summary(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+NATIVE_GEOMEAN_TARGET = 0.5  # the native core: twice as fast as jax, as a geometric mean
+
+
+def targets(result: dict[str, Any]) -> list[str]:
+    """The performance targets as a Markdown table: each with this run's figure."""
+    geo, worst, check = result["geomean_ratio_to_jax"], result["worst_row"], result["torch_check"]
+    lines = ["| target | this run | met |", "|---|---|---|"]
+
+    def add(target: str, figure: str, met: bool) -> None:
+        lines.append(f"| {target} | {figure} | {'yes' if met else '**no**'} |")
+
+    native, pure, w = geo.get(NATIVE, {}).get("geomean"), geo.get(PURE, {}).get("geomean"), worst.get(NATIVE)
+    if native is not None and w is not None:
+        add(f"native geometric mean <= {NATIVE_GEOMEAN_TARGET}x jax", f"{native:.2f}", native <= NATIVE_GEOMEAN_TARGET)
+        add(
+            "no native row above 1.0x jax",
+            f"{w['above_1']} of {geo[NATIVE]['rows']} rows above; worst {w['ratio']:.2f} ({w['tree']}, {w['op']})",
+            w["above_1"] == 0,
+        )
+    if check["rows"]:
+        add(
+            f"native >= {TORCH_TARGET:.0f}x faster than torch on every row",
+            f"{check['met']} of {check['rows']} rows; smallest {check['smallest']:.1f}x",
+            check["met"] == check["rows"],
+        )
+    if pure is not None:
+        lines.append(f"| (pure core, for reference) | geometric mean {pure:.2f} | |")
+    return lines
+
+
 def markdown(result: dict[str, Any]) -> str:
-    """The table as Markdown: a row per (tree, op), then geometric means (docs/performance.md)."""
+    """The results as Markdown (docs/performance.md): the targets, a row per (tree, op) with
+    the geometric means and worst rows, per operation the cores' geometric means, and ns per
+    leaf on mlp-1000."""
     names = [n for n in result["libraries"] if n != BASELINE]
     lines = [
-        "| tree | op | jax µs | " + " | ".join(names) + " | torch / treekit |",
+        *targets(result),
+        "",
+        "| tree | op | jax µs | " + " | ".join(names) + f" | torch / treekit (>= {TORCH_TARGET:.0f}) |",
         "|---|---|---:|" + "---:|" * len(names) + "---:|",
     ]
     for row in result["rows"]:
@@ -656,31 +801,159 @@ def markdown(result: dict[str, Any]) -> str:
         speedup = _torch_speedup(row)
         cells = [row["tree"], OP_TEXT.get(row["op"], row["op"]), f"{base * 1e6:.1f}" if base else "-"]
         cells += [_cell(row, name) for name in names]
-        cells.append(f"{speedup:.1f}" if speedup else "-")
+        cells.append("-" if speedup is None else f"{speedup:.1f}" + ("" if speedup >= TORCH_TARGET else " **no**"))
         lines.append("| " + " | ".join(cells) + " |")
-    geo = result["geomean_ratio_to_jax"]
-    cells = [f"{geo[n]['geomean']:.2f} ({geo[n]['rows']} rows)" if geo[n]["geomean"] else "-" for n in names]
-    speedups = [s for row in result["rows"] if (s := _torch_speedup(row))]
-    mean = f"{_geomean(speedups):.1f}" if speedups else "-"
-    lines.append("| **geometric mean** | | | " + " | ".join(cells) + f" | {mean} |")
-    lines += ["", "| op | treekit / jax, geometric mean | worst tree | torch / treekit, smallest |"]
-    lines.append("|---|---:|---|---:|")
+    geo, worst = result["geomean_ratio_to_jax"], result["worst_row"]
+    cells = [f"**{geo[n]['geomean']:.2f}** ({geo[n]['rows']} rows)" if geo[n]["geomean"] else "-" for n in names]
+    check = result["torch_check"]
+    met = f"{check['met']} of {check['rows']} rows" if check["rows"] else "-"
+    lines.append("| **geometric mean** | | | " + " | ".join(cells) + f" | {met} |")
+    cells = [f"{worst[n]['ratio']:.2f} ({worst[n]['tree']}, {worst[n]['op']})" if worst[n] else "-" for n in names]
+    smallest = f"{check['smallest']:.1f}" if check["smallest"] else "-"
+    lines.append("| **worst row** | | | " + " | ".join(cells) + f" | {smallest} |")
+    cores = [n for n in (NATIVE, PURE) if n in names]
+    lines += ["", "| op | " + " | ".join(f"{n} / jax, geometric mean (worst tree)" for n in cores) + " |"]
+    lines.append("|---|" + "---:|" * len(cores))
     for op in OPS:
-        rows = [row for row in result["rows"] if row["op"] == op and "treekit" in row["ratio_to_jax"]]
-        if not rows:
-            continue
-        ratios = [row["ratio_to_jax"]["treekit"] for row in rows]
-        worst = max(rows, key=lambda row: row["ratio_to_jax"]["treekit"])
-        torch = [s for row in rows if (s := _torch_speedup(row))]
-        lines.append(
-            f"| {OP_TEXT.get(op, op)} | {_geomean(ratios):.2f} | {worst['tree']} "
-            f"({worst['ratio_to_jax']['treekit']:.2f}) | {f'{min(torch):.1f}' if torch else '-'} |"
-        )
+        cells = []
+        for name in cores:
+            rows = [row for row in result["rows"] if row["op"] == op and name in row["ratio_to_jax"]]
+            if not rows:
+                cells.append("-")
+                continue
+            w = max(rows, key=lambda row: row["ratio_to_jax"][name])
+            ratios = [row["ratio_to_jax"][name] for row in rows]
+            cells.append(f"{_geomean(ratios):.2f} ({w['tree']} {w['ratio_to_jax'][name]:.2f})")
+        lines.append(f"| {OP_TEXT.get(op, op)} | " + " | ".join(cells) + " |")
+    ns = per_leaf(result)
+    if ns:
+        libs = ordered(list({name: None for by_lib in ns.values() for name in by_lib}))
+        lines += ["", f"| ns per leaf, {PER_LEAF_TREE} | " + " | ".join(libs) + " |", "|---|" + "---:|" * len(libs)]
+        for op, by_lib in ns.items():
+            lines.append(f"| {op} | " + " | ".join(f"{by_lib[n]:.1f}" if n in by_lib else "-" for n in libs) + " |")
     return "\n".join(lines) + "\n"
+
+
+PER_LEAF_TREE, PER_LEAF_OPS = "mlp-1000", ("flatten", "leaves", "unflatten")
+
+
+def per_leaf(result: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Nanoseconds per leaf, by op then library, of flatten, leaves and unflatten on
+    mlp-1000 (the walker's cost per node: the tree has 2,000 leaves in 1,000 two-key dicts)."""
+    out: dict[str, dict[str, float]] = {}
+    for row in result["rows"]:
+        if row["tree"] == PER_LEAF_TREE and row["op"] in PER_LEAF_OPS:
+            out[row["op"]] = {name: t * 1e9 / row["num_leaves"] for name, t in row["seconds"].items()}
+    return out
+
+
+def _per_leaf_text(result: dict[str, Any]) -> list[str]:
+    lines = []
+    for op, by_lib in per_leaf(result).items():
+        cells = ", ".join(f"{name} {ns:.1f}" for name, ns in by_lib.items())
+        lines.append(f"  {op:<10} {cells}")
+    return [f"ns per leaf on {PER_LEAF_TREE}:", *lines] if lines else []
 
 
 def _geomean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values))
+
+
+BEGIN, END = "<!-- compare.py --markdown: begin -->", "<!-- compare.py --markdown: end -->"
+
+
+def write_markdown(path: str, text: str) -> None:
+    """Write ``text`` to ``path``; where ``path`` is a page holding the BEGIN and END marks
+    (docs/performance.md), only what lies between them is replaced."""
+    try:
+        with open(path) as f:
+            page = f.read()
+    except FileNotFoundError:
+        page = ""
+    if BEGIN in page and END in page:
+        head, rest = page.split(BEGIN, 1)
+        text = head + BEGIN + "\n" + text + END + rest.split(END, 1)[1]
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def time_elsewhere(core_env: dict[str, str], name: str, passed: list[str]) -> tuple[Rows, str, str | None]:
+    """Time ``name`` (and jax) in a child process with ``core_env`` added to the environment:
+    its rows, its version, and why it failed (None if it did not)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "child.json")
+        argv = [sys.executable, os.path.abspath(__file__), "--libs", f"{name},{BASELINE}", "--json", out, *passed]
+        proc = subprocess.run(argv, env=dict(os.environ, **core_env), capture_output=True, text=True)
+        if proc.returncode != 0 or not os.path.exists(out):
+            return {}, "?", f"child run failed: {proc.stderr.strip()[-300:]}"
+        with open(out) as f:
+            child = json.load(f)
+    rows = {(row["tree"], row["op"]): row for row in child["rows"]}
+    return rows, child["versions"].get(name, "?"), None
+
+
+# -- instruction counts (--callgrind) --------------------------------------------------------------------
+COUNTABLE = (NATIVE, PURE, "optree", "dm-tree")  # jax's and torch's imports take minutes under valgrind
+WARM_CALLS = 20  # compiled builders and key-order caches settle within these
+
+
+def count_calls(lib_name: str, tree_name: str, op: str, calls: int, quick: bool) -> None:
+    """The child of --callgrind: load one library, make its inputs, call ``op`` ``calls`` times."""
+    libs, missing = load([lib_name])
+    if lib_name not in libs:
+        raise SystemExit(f"{lib_name}: {missing.get(lib_name)}")
+    build = trees(quick)[tree_name]
+    inputs = _inputs(libs[lib_name], (build(), build(), build()))
+    fn = libs[lib_name].ops[op](inputs)
+    for _ in range(calls):
+        fn()
+
+
+def instructions(lib_name: str, tree_name: str, op: str, calls: int, quick: bool) -> float | None:
+    """CPU instructions per call of ``op`` on ``tree_name``: callgrind's total for WARM_CALLS
+    + ``calls`` calls minus its total for WARM_CALLS, over ``calls``. None if it fails."""
+    totals = []
+    env = dict(os.environ, TREEKIT_PURE="1" if lib_name == PURE else "")
+    for n in (WARM_CALLS, WARM_CALLS + calls):
+        argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable]
+        argv += [os.path.abspath(__file__), "--count-child", f"{lib_name},{tree_name},{op},{n}"] + ["--quick"] * quick
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+        found = [line for line in proc.stderr.splitlines() if "Collected :" in line]
+        if proc.returncode != 0 or not found:
+            return None
+        totals.append(int(found[-1].rsplit(":", 1)[1]))
+    return (totals[1] - totals[0]) / calls
+
+
+def callgrind(names: list[str], tree_names: list[str], ops: list[str], calls: int, quick: bool) -> dict[str, Any]:
+    """Instructions per call (and per leaf) for each library, tree and op; printed as it goes."""
+    names = [n for n in names if n in COUNTABLE]
+    print(f"{'tree':<15} {'op':<18}" + "".join(f"{n:>14}" for n in names) + "   (instructions per call)")
+    rows = []
+    for tree_name in tree_names:
+        num_leaves = len(_counter_leaves(trees(quick)[tree_name]()))
+        for op in ops:
+            counts = {name: instructions(name, tree_name, op, calls, quick) for name in names}
+            rows.append({"tree": tree_name, "op": op, "num_leaves": num_leaves, "instructions": counts})
+            cells = "".join(f"{c:>14,.0f}" if c is not None else f"{'-':>14}" for c in counts.values())
+            print(f"{tree_name:<15} {op:<18}{cells}", flush=True)
+    return {"machine": machine(), "calls": calls, "rows": rows}
+
+
+def _counter_leaves(tree: Any) -> list[Any]:
+    """The float leaves of a standard tree (its leaves are its floats, in any order)."""
+    out, stack = [], [tree]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, float):
+            out.append(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, Affine):
+            stack += [x.w, x.b]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -691,21 +964,60 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--libs", default=",".join(LIBS), help=f"comma-separated, from {','.join(LIBS)}")
     parser.add_argument("--trees", help="comma-separated tree names (default: all)")
     parser.add_argument("--ops", help=f"comma-separated, from {','.join(OPS)} (default: all)")
-    parser.add_argument("--rounds", type=int, help="rounds per row (default 7; 3 with --quick)")
-    parser.add_argument("--target", type=float, help="seconds per timed batch (default 0.02; 0.001 with --quick)")
+    parser.add_argument("--rounds", type=int, help="rounds per row, the fastest counts (default 9; 3 with --quick)")
+    parser.add_argument("--target", type=float, help="seconds per timed batch (default 0.005; 0.001 with --quick)")
+    parser.add_argument("--clock", choices=list(CLOCKS), default="cpu", help="the thread's CPU time (default) or wall")
+    parser.add_argument(
+        "--callgrind",
+        type=int,
+        metavar="CALLS",
+        help=f"instead of timing, count instructions per call over CALLS calls under valgrind ({', '.join(COUNTABLE)})",
+    )
+    parser.add_argument("--count-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.count_child:
+        lib_name, tree_name, op, calls = args.count_child.split(",")
+        count_calls(lib_name, tree_name, op, int(calls), args.quick)
+        return 0
+    if args.callgrind:
+        tree_names = args.trees.split(",") if args.trees else list(trees(args.quick))
+        ops = args.ops.split(",") if args.ops else list(OPS)
+        counted = callgrind(args.libs.split(","), tree_names, ops, args.callgrind, args.quick)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(counted, f, indent=1)
+        return 0
+    global clock
+    clock = CLOCKS[args.clock]
     names = [n for n in args.libs.split(",") if n]
     unknown = sorted(set(names) - set(LIBS))
     if unknown:
         parser.error(f"unknown libraries {unknown}; choose from {list(LIBS)}")
     if BASELINE not in names:
-        names.insert(1 if names and names[0] == "treekit" else 0, BASELINE)
-    rounds = args.rounds or (3 if args.quick else 7)
-    target = args.target or (0.001 if args.quick else 0.02)
+        names.append(BASELINE)
+    rounds = args.rounds or (3 if args.quick else 9)
+    target = args.target or (0.001 if args.quick else 0.005)
+    passed = ["--rounds", str(rounds), "--target", str(target), "--clock", args.clock]
+    passed += (
+        ["--quick"] * args.quick + ["--trees", args.trees] * bool(args.trees) + ["--ops", args.ops] * bool(args.ops)
+    )
+    elsewhere: dict[str, Rows] = {}
+    child_versions: dict[str, str] = {}
+    child_failed: dict[str, str] = {}
+    if PURE in names and NATIVE in names and os.environ.get("TREEKIT_PURE", "") in ("", "0"):
+        # the pure core needs a process of its own: treekit picks its core at import
+        print(f"timing {PURE} against {BASELINE} in a child process (TREEKIT_PURE=1) ...", flush=True)
+        rows, version, failed = time_elsewhere({"TREEKIT_PURE": "1"}, PURE, passed)
+        if failed:
+            child_failed[PURE] = failed
+        else:
+            elsewhere[PURE], child_versions[PURE] = rows, version
+        names.remove(PURE)
     libs, missing = load(names)
+    missing |= child_failed
     if BASELINE not in libs:
         parser.error(f"{BASELINE} is the baseline of every ratio; it is {missing.get(BASELINE)}")
-    print(header([*libs, *missing]), flush=True)
+    print(header(ordered([*libs, *elsewhere, *missing])), flush=True)
     result = run(
         libs,
         missing,
@@ -714,14 +1026,15 @@ def main(argv: list[str] | None = None) -> int:
         target,
         args.trees.split(",") if args.trees else None,
         args.ops.split(",") if args.ops else None,
+        elsewhere=elsewhere,
     )
+    result["versions"] |= child_versions
     print(summary(result))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
     if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(markdown(result))
+        write_markdown(args.markdown, markdown(result))
     return 0
 
 

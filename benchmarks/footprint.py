@@ -1,6 +1,6 @@
 """Memory per node of a treedef and of flattened outputs, treekit vs jax (and optree, torch); import time.
 
-    python benchmarks/footprint.py [--json PATH]
+    python benchmarks/footprint.py [--json PATH] [--import-only]
 
 Memory: each (library, tree, output) is measured in a fresh interpreter that builds the tree,
 makes the output once, then makes and keeps ``copies`` more of it; the growth of the
@@ -117,6 +117,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
     parser.add_argument("--runs", type=int, default=15, help="import-time runs (default 15)")
+    parser.add_argument("--import-only", action="store_true", help="measure import time only")
     args = parser.parse_args()
     results: dict[str, Any] = {"memory": [], "import": import_time(args.runs)}
     imp = results["import"]
@@ -124,10 +125,14 @@ def main() -> int:
         f"import treekit (median of {args.runs}): {imp['cached_bytecode_ms']:.1f} ms with cached bytecode, "
         f"{imp['from_source_ms']:.1f} ms compiling from source"
     )
-    print(
-        f"\n{'tree':<15} {'output':<18}" + "".join(f"{lib:>9}" for lib in LIBS) + "  (bytes per node; treekit traced)"
-    )
-    for tree, copies in TREES.items():
+    trees = {} if args.import_only else TREES
+    if trees:
+        print(
+            f"\n{'tree':<15} {'output':<18}"
+            + "".join(f"{lib:>9}" for lib in LIBS)
+            + "  (bytes per node; treekit traced)"
+        )
+    for tree, copies in trees.items():
         for output in OUTPUTS:
             row: dict[str, Any] = {"tree": tree, "output": output, "rss_bytes_per_node": {}}
             for lib in LIBS:

@@ -110,36 +110,72 @@ def test_a_library_that_disagrees_is_left_out_of_the_tree(compare: ModuleType) -
     assert result["geomean_ratio_to_jax"]["liar"] == {"geomean": None, "rows": 0, "of": len(compare.OPS)}
 
 
-def test_quick_run_prints_the_table_and_writes_json(tmp_path: Path) -> None:
+def test_worst_rows_and_the_torch_check(compare: ModuleType) -> None:
+    def row(tree: str, op: str, treekit: float, torch: float) -> dict[str, Any]:
+        seconds = {"jax": 1.0, "treekit": treekit, "torch": torch}
+        return {"tree": tree, "op": op, "seconds": seconds, "ratio_to_jax": seconds, "notes": {}}
+
+    rows = [row("a", "flatten", 0.5, 6.0), row("b", "leaves", 1.2, 24.0), row("c", "map", 0.125, 1.0)]
+    worst = compare.worst_rows(rows, ["treekit", "torch"])
+    assert worst["treekit"] == {"tree": "b", "op": "leaves", "ratio": 1.2, "above_1": 1}
+    check = compare.torch_check(rows)
+    assert (check["rows"], check["met"], check["smallest"]) == (3, 2, 8.0)
+    assert [(b["tree"], b["op"]) for b in check["below"]] == [("c", "map")]
+
+
+def test_quick_run_times_both_cores_and_writes_json(tmp_path: Path) -> None:
+    """The pure core is timed in a child process (under TREEKIT_PURE=1, in this one) and
+    joins the table; the native column says n/b where the extension is not in use."""
     pytest.importorskip("jax")
-    out = tmp_path / "out.json"
+    out, table = tmp_path / "out.json", tmp_path / "table.md"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    argv = ["--quick", "--libs", "treekit,treekit-pure,jax", "--trees", "mlp-3,custom-5"]
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPT),
-            "--quick",
-            "--libs",
-            "treekit,jax",
-            "--trees",
-            "mlp-3,custom-5",
-            "--json",
-            str(out),
-        ],
+        [sys.executable, str(SCRIPT), *argv, "--json", str(out), "--markdown", str(table)],
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    assert lines[0].split() == ["tree", "op", "jax", "us", "treekit", "jax", "torch/tk"]
+    lines = [line for line in proc.stdout.splitlines() if not line.startswith("timing ")]
+    assert lines[0].split() == ["tree", "op", "jax", "us", "treekit", "treekit-pure", "jax", "torch/tk"]
     rows = [line.split() for line in lines[1:21]]
     assert [(r[0], r[1]) for r in rows] == [(tree, op) for tree in ("mlp-3", "custom-5") for op in OPS]
+    native = treekit.backend() == "native"
     for r in rows:
-        assert re.fullmatch(r"\d+\.\d", r[2]) and re.fullmatch(r"\d+\.\d\d", r[3]) and r[4] == "1.00"
-    assert re.search(r"^  treekit +\d+\.\d\d  \(20/20 rows\)$", proc.stdout, re.M)
+        assert re.fullmatch(r"\d+\.\d", r[2]) and re.fullmatch(r"\d+\.\d\d", r[4]) and r[5] == "1.00"
+        assert re.fullmatch(r"\d+\.\d\d", r[3]) if native else r[3] == "n/b"
+    assert re.search(r"^  treekit-pure +\d+\.\d\d  \(20/20 rows\)  worst \d+\.\d\d \(", proc.stdout, re.M)
     result = json.loads(out.read_text())
-    assert set(result) == {"machine", "versions", "settings", "libraries", "rows", "geomean_ratio_to_jax"}
-    assert result["settings"]["quick"] is True
-    assert all(row["notes"] == {} and set(row["seconds"]) == {"treekit", "jax"} for row in result["rows"])
+    assert set(result) == {
+        "machine",
+        "versions",
+        "settings",
+        "libraries",
+        "rows",
+        "geomean_ratio_to_jax",
+        "worst_row",
+        "torch_check",
+    }
+    assert result["settings"]["quick"] is True and result["libraries"] == ["treekit", "treekit-pure", "jax"]
+    timed = {"treekit", "treekit-pure", "jax"} if native else {"treekit-pure", "jax"}
+    assert all(set(row["ratio_to_jax"]) == timed for row in result["rows"])
+    assert "| **geometric mean** |" in table.read_text() and "| **worst row** |" in table.read_text()
+
+
+def test_the_callgrind_child_calls_the_op(compare: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--callgrind counts instructions of a child that makes ``calls`` calls of one op."""
+    calls: list[Any] = []
+    real = compare._inputs
+
+    def spy(lib: Any, base: Any) -> Any:
+        inputs = real(lib, base)
+        op = lib.ops["leaves"]
+        lib.ops["leaves"] = lambda i: lambda: calls.append(op(i)())
+        return inputs
+
+    monkeypatch.setattr(compare, "_inputs", spy)
+    name = "treekit" if treekit.backend() == "native" else "treekit-pure"
+    assert compare.main(["--count-child", f"{name},mlp-3,leaves,5", "--quick"]) == 0
+    assert len(calls) == 5 and all(len(leaves) == 6 for leaves in calls)

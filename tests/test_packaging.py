@@ -144,3 +144,23 @@ def test_type_checkers_see_the_installed_package(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines and all(line.startswith("user.py:5: error:") for line in lines), result.stdout + result.stderr
     assert result.returncode == 1
+
+
+def test_the_wheels_test_command_passes_here() -> None:
+    """pyproject's [tool.cibuildwheel] test command (what every published wheel must pass:
+    the native core is in it) passes against this install where the native core is built."""
+    tomllib = pytest.importorskip("tomllib")
+    import treekit
+
+    if treekit.backend() != "native":
+        pytest.skip("the native core is not in use")
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
+    assert settings["build"].split() == ["cp310-*", "cp311-*", "cp312-*", "cp313-*"]
+    command = shlex.split(settings["test-command"])
+    assert command[:2] == ["python", "-c"]
+    done = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "treekit core: native"
+    env = dict(os.environ, TREEKIT_PURE="1")
+    pure = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True, timeout=60, env=env)
+    assert pure.returncode != 0 and "AssertionError: pure" in pure.stderr  # a wheel without the core fails it
