@@ -201,8 +201,12 @@ def keystr(keys: KeyPath, *, simple: bool = False, separator: str = "") -> str:
     """
     if not isinstance(separator, str):
         raise TypeError(f"keystr: separator: expected str, got {type(separator).__name__}")
-    if NATIVE is not None:  # the same texts, joined in C
-        text = NATIVE.keystr(keys, simple, separator)
-        if text is not NATIVE.DEFER:
+    if _NATIVE_KEYSTR is not None:  # the same texts, joined in C
+        text = _NATIVE_KEYSTR(keys, simple, separator)
+        if text is not _DEFER:
             return text  # type: ignore[no-any-return]
     return separator.join(map(_simple if simple else str, keys))
+
+
+_NATIVE_KEYSTR: Any = None if NATIVE is None else NATIVE.keystr
+_DEFER: Any = None if NATIVE is None else NATIVE.DEFER

@@ -5,40 +5,82 @@
  * a user's exception comes out exactly as in the pure core. */
 #include "native.h"
 
+/* The `_Keys` met in this build, read once each (direct-mapped by address): a parameter
+ * tree's layers share a few. */
+#define KEY_ORDERS 8
+typedef struct {
+    PyObject *keys;      /* owned or NULL: the `_Keys` */
+    PyObject *original;  /* owned: its `original` (insertion order), a tuple */
+    Py_ssize_t at[8];    /* its `positions`, when it has at most 8 keys */
+} LastKeys;
+
+static void last_keys_clear(LastKeys *last) {
+    Py_CLEAR(last->keys);
+    Py_CLEAR(last->original);
+}
+
+/* Read a `_Keys` of n keys into `last`: 0, or -1 (no exception) if it is not of that shape. */
+static int read_keys(LastKeys *last, PyObject *keys, Py_ssize_t n) {
+    last_keys_clear(last);
+    if (n > 8 || !PyTuple_Check(keys)) return -1;
+    PyObject *attrs = PyObject_GenericGetDict(keys, NULL);
+    PyObject *original = attrs ? PyDict_GetItemWithError(attrs, S.s_original) : NULL; /* borrowed */
+    PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, S.s_positions) : NULL;
+    int ok = original != NULL && positions != NULL && PyTuple_CheckExact(original) && PyTuple_CheckExact(positions) &&
+             PyTuple_GET_SIZE(original) == n && PyTuple_GET_SIZE(positions) == n;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        last->at[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i));
+        ok = last->at[i] >= 0 && last->at[i] < n;
+    }
+    if (ok) {
+        Py_INCREF(keys);
+        last->keys = keys;
+        Py_INCREF(original);
+        last->original = original;
+    }
+    Py_XDECREF(attrs);
+    PyErr_Clear();
+    return ok ? 0 : -1;
+}
+
 /* A dict from its keys in leaf order (a tuple, or a `_Keys`, which puts the children back
- * in insertion order) and its children in leaf order (a tuple). NULL with *defer set:
+ * in insertion order) and its n children in leaf order (borrowed). NULL with *defer set:
  * node data of another shape, for the Python builder. */
-static PyObject *make_dict(PyObject *keys, PyObject *children, int *defer) {
-    Py_ssize_t n = PyTuple_GET_SIZE(children);
+static PyObject *make_dict(PyObject *keys, PyObject **kids, Py_ssize_t n, LastKeys *last, int *defer) {
     PyObject *d = NULL;
     if (PyTuple_CheckExact(keys)) {
         if (PyTuple_GET_SIZE(keys) != n) goto defer;
         d = PyDict_New();
         for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
-            if (PyDict_SetItem(d, PyTuple_GET_ITEM(keys, i), PyTuple_GET_ITEM(children, i)) < 0) Py_CLEAR(d);
+            if (PyDict_SetItem(d, PyTuple_GET_ITEM(keys, i), kids[i]) < 0) Py_CLEAR(d);
         }
         if (d == NULL) goto defer;
         return d;
     }
     /* a `_Keys`: its `original` keys (insertion order) and the `positions` of each in leaf order */
-    PyObject *attrs = PyTuple_Check(keys) ? PyObject_GenericGetDict(keys, NULL) : NULL;
-    PyObject *original = attrs ? PyDict_GetItemWithError(attrs, S.s_original) : NULL; /* borrowed */
-    PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, S.s_positions) : NULL;
-    if (original == NULL || positions == NULL || !PyTuple_CheckExact(original) || !PyTuple_CheckExact(positions) ||
-        PyTuple_GET_SIZE(original) != n || PyTuple_GET_SIZE(positions) != n)
-        goto defer_attrs;
+    last += ((uintptr_t)keys >> 4) % KEY_ORDERS; /* its slot */
+    if (keys != last->keys && read_keys(last, keys, n) < 0) {
+        PyObject *attrs = PyTuple_Check(keys) ? PyObject_GenericGetDict(keys, NULL) : NULL;
+        PyObject *original = attrs ? PyDict_GetItemWithError(attrs, S.s_original) : NULL; /* borrowed */
+        PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, S.s_positions) : NULL;
+        if (original != NULL && positions != NULL && PyTuple_CheckExact(original) && PyTuple_CheckExact(positions) &&
+            PyTuple_GET_SIZE(original) == n && PyTuple_GET_SIZE(positions) == n) {
+            d = PyDict_New();
+            for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
+                Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i));
+                if (at < 0 || at >= n || PyDict_SetItem(d, PyTuple_GET_ITEM(original, i), kids[at]) < 0) Py_CLEAR(d);
+            }
+        }
+        Py_XDECREF(attrs);
+        if (d == NULL) goto defer;
+        return d;
+    }
     d = PyDict_New();
     for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
-        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i));
-        if (at < 0 || at >= n ||
-            PyDict_SetItem(d, PyTuple_GET_ITEM(original, i), PyTuple_GET_ITEM(children, at)) < 0)
-            Py_CLEAR(d);
+        if (PyDict_SetItem(d, PyTuple_GET_ITEM(last->original, i), kids[last->at[i]]) < 0) Py_CLEAR(d);
     }
-    if (d == NULL) goto defer_attrs;
-    Py_DECREF(attrs);
+    if (d == NULL) goto defer;
     return d;
-defer_attrs:
-    Py_XDECREF(attrs);
 defer:
     PyErr_Clear();
     *defer = 1;
@@ -63,6 +105,8 @@ PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
     PyObject **stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)(count ? count : 1));
     if (stack == NULL) return PyErr_NoMemory();
     PyObject *result = NULL;
+    LastKeys last[KEY_ORDERS];
+    memset(last, 0, sizeof(last));
     for (Py_ssize_t j = 0; j < count; j++) {
         PyObject *record = PySequence_Fast_GET_ITEM(nodes, j);
         if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 5) goto defer;
@@ -92,25 +136,20 @@ PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
             Py_INCREF(Py_None);
             made = Py_None;
         } else {
-            PyObject *children;
             if (ntype == S.DICT) {
-                children = PyTuple_New(arity);
-            } else {
-                children = PyList_New(arity);
-            }
-            if (children == NULL) goto fail;
-            for (Py_ssize_t i = 0; i < arity; i++) {
-                Py_INCREF(kids[i]);
-                PySequence_Fast_ITEMS(children)[i] = kids[i];
-            }
-            if (ntype == S.DICT) {
-                made = make_dict(data, children, defer);
+                made = make_dict(data, kids, arity, last, defer);
             } else if (ntype == S.NAMEDTUPLE && PyType_Check(data)) {
                 made = PyObject_Vectorcall(data, kids, (size_t)arity, NULL);
             } else {
+                PyObject *children = PyList_New(arity);
+                if (children == NULL) goto fail;
+                for (Py_ssize_t i = 0; i < arity; i++) {
+                    Py_INCREF(kids[i]);
+                    PyList_SET_ITEM(children, i, kids[i]);
+                }
                 made = PyObject_CallFunctionObjArgs(S.unflatten, ntype, data, children, NULL);
+                Py_DECREF(children);
             }
-            Py_DECREF(children);
             if (made == NULL) {
                 if (*defer) goto defer;
                 goto fail;
@@ -131,5 +170,6 @@ fail:
 done:
     for (Py_ssize_t i = 0; i < top; i++) Py_DECREF(stack[i]);
     PyMem_Free(stack);
+    for (int k = 0; k < KEY_ORDERS; k++) last_keys_clear(&last[k]);
     return result;
 }

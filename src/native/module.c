@@ -244,19 +244,34 @@ static PyObject *map(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     return tk_map(args[0], args[1], args[2], is_leaf, with_path, takes_path, args[6]);
 }
 
+/* Texts of entries seen before: "[i]" for SequenceKey(i) with 0 <= i < 256, and, in a
+ * bounded dict each, "['k']" for DictKey(k) and ".n" for GetAttrKey(n) with k, n exact
+ * strs (strs are immutable and their repr and format depend on nothing else). */
+#define SEQ_TEXTS 256
+static PyObject *seq_texts[SEQ_TEXTS];
+static PyObject *dict_texts, *attr_texts;
+#define TEXTS_LIMIT 4096
+
+static PyObject *remembered_text(PyObject **cache, PyObject *key, PyObject *text) {
+    if (*cache == NULL && (*cache = PyDict_New()) == NULL) return NULL;
+    if (PyDict_GET_SIZE(*cache) >= TEXTS_LIMIT) PyDict_Clear(*cache);
+    if (PyDict_SetItem(*cache, key, text) < 0) return NULL;
+    return text;
+}
+
 /* One entry's text, as its __str__ (simple=0) or treekit._keys._simple (simple=1) gives it:
  * new reference. The four built-in entries are read here; any other through str(). */
 static PyObject *entry_text(PyObject *entry, int simple) {
     PyObject *cls = (PyObject *)Py_TYPE(entry), *name, *value, *text, *out;
-    const char *before, *after;
+    PyObject **cache = NULL;
     if (cls == S.SequenceKey) {
-        name = S.s_idx, before = "[", after = "]";
+        name = S.s_idx;
     } else if (cls == S.DictKey) {
-        name = S.s_key, before = "[", after = "]";
+        name = S.s_key, cache = &dict_texts;
     } else if (cls == S.GetAttrKey) {
-        name = S.s_name, before = ".", after = "";
+        name = S.s_name, cache = &attr_texts;
     } else if (cls == S.FlattenedIndexKey) {
-        name = S.s_key, before = "[<flat index ", after = ">]";
+        name = S.s_key;
     } else {
         return PyObject_Str(entry);
     }
@@ -268,12 +283,51 @@ static PyObject *entry_text(PyObject *entry, int simple) {
         Py_DECREF(value);
         return out;
     }
+    if (cls == S.SequenceKey && PyLong_CheckExact(value)) {
+        Py_ssize_t i = PyLong_AsSsize_t(value);
+        if (i >= 0 && i < SEQ_TEXTS && seq_texts[i] != NULL) {
+            Py_DECREF(value);
+            Py_INCREF(seq_texts[i]);
+            return seq_texts[i];
+        }
+        PyErr_Clear();
+    }
+    int plain_str = PyUnicode_CheckExact(value);
+    if (cache != NULL && plain_str && *cache != NULL) {
+        out = PyDict_GetItemWithError(*cache, value); /* borrowed */
+        if (out != NULL) {
+            Py_DECREF(value);
+            Py_INCREF(out);
+            return out;
+        }
+        PyErr_Clear();
+    }
     /* f"[{idx}]", f"[{key!r}]", f".{name}", f"[<flat index {key}>]" */
     text = cls == S.DictKey ? PyObject_Repr(value) : PyObject_Format(value, S.s_empty);
-    Py_DECREF(value);
-    if (text == NULL) return NULL;
-    out = PyUnicode_FromFormat("%s%U%s", before, text, after);
+    if (text == NULL) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    if (cls == S.SequenceKey) {
+        out = PyUnicode_FromFormat("[%U]", text);
+    } else if (cls == S.DictKey) {
+        out = PyUnicode_FromFormat("[%U]", text);
+    } else if (cls == S.GetAttrKey) {
+        out = PyUnicode_FromFormat(".%U", text);
+    } else {
+        out = PyUnicode_FromFormat("[<flat index %U>]", text);
+    }
     Py_DECREF(text);
+    if (out != NULL && cls == S.SequenceKey && PyLong_CheckExact(value)) {
+        Py_ssize_t i = PyLong_AsSsize_t(value);
+        if (i >= 0 && i < SEQ_TEXTS && seq_texts[i] == NULL) {
+            Py_INCREF(out);
+            seq_texts[i] = out;
+        }
+        PyErr_Clear();
+    }
+    if (out != NULL && cache != NULL && plain_str && remembered_text(cache, value, out) == NULL) PyErr_Clear();
+    Py_DECREF(value);
     return out;
 }
 

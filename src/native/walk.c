@@ -12,8 +12,9 @@ typedef struct {
     PyObject *data;     /* owned */
     PyObject *children; /* owned: a list or a tuple (see tk_plain_seq) */
     PyObject *keys;     /* owned or NULL: a list or a tuple of key entries (with paths) */
-    PyObject *prefix;   /* owned or NULL: the node's key path, made when first needed */
+    PyObject *prefix;   /* owned or NULL: the node's key path, made when a second path is asked */
     Py_ssize_t n, i, leaf_start, node_start;
+    int asked;          /* a child's key path was made */
 } Frame;
 
 static void frame_clear(Frame *f) {
@@ -53,9 +54,10 @@ static int has_cycle(Frame *frames, Py_ssize_t depth, PyObject *child) {
     return found;
 }
 
-/* The key path of the top frame's current child (child i - 1): new reference. The top
- * frame's own key path (its prefix: the keys leading out of frames 1..depth-2) is made
- * once, when first needed, as the pure walker's `prefix`. */
+/* The key path of the top frame's current child (child i - 1): new reference. The first
+ * one asked of a frame is copied straight from the frames' keys; from the second on, the
+ * frame's own key path (its prefix: the keys leading out of frames 1..depth-2) is kept and
+ * extended, as the pure walker's `prefix` (a chain with one leaf per level copies once). */
 static PyObject *child_path(Frame *frames, Py_ssize_t depth) {
     if (depth == 1) {
         Py_INCREF(S.empty_tuple);
@@ -63,13 +65,17 @@ static PyObject *child_path(Frame *frames, Py_ssize_t depth) {
     }
     Frame *f = &frames[depth - 1];
     if (f->prefix == NULL) {
-        f->prefix = PyTuple_New(depth - 2);
-        if (f->prefix == NULL) return NULL;
-        for (Py_ssize_t k = 1; k < depth - 1; k++) {
+        int first = !f->asked;
+        f->asked = 1;
+        PyObject *out = PyTuple_New(first ? depth - 1 : depth - 2);
+        if (out == NULL) return NULL;
+        for (Py_ssize_t k = 1; k < (first ? depth : depth - 1); k++) {
             PyObject *key = PySequence_Fast_GET_ITEM(frames[k].keys, frames[k].i - 1);
             Py_INCREF(key);
-            PyTuple_SET_ITEM(f->prefix, k - 1, key);
+            PyTuple_SET_ITEM(out, k - 1, key);
         }
+        if (first) return out;
+        f->prefix = out;
     }
     return tk_extend(f->prefix, PySequence_Fast_GET_ITEM(f->keys, f->i - 1));
 }
@@ -306,6 +312,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         g->children = kids;
         g->keys = keys;
         g->prefix = NULL;
+        g->asked = 0;
         g->n = n;
         g->i = 0;
         g->leaf_start = PyList_GET_SIZE(leaves);
