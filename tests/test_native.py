@@ -375,6 +375,29 @@ def test_misbehaving_flatten_functions_raise_as_the_pure_core(behaviour: str, wi
         _remove(Odd)
 
 
+@pytest.mark.parametrize(
+    "keyed",
+    [
+        lambda o: ([(treekit.GetAttrKey("c"), c) for c in o.children], None),  # fine
+        lambda o: ((treekit.GetAttrKey("c"), c) for c in o.children),  # not a pair
+        lambda o: (iter([(treekit.GetAttrKey("c"), c) for c in o.children]), None),  # an iterator of pairs
+        lambda o: ([[treekit.GetAttrKey("c"), c] for c in o.children], None),  # lists, not pairs
+        lambda o: ([(treekit.GetAttrKey("c"),) for c in o.children], None),  # one item each
+        lambda o: 1 // 0,  # raises
+    ],
+    ids=["fine", "not-a-pair", "iterator", "lists", "short", "raises"],
+)
+def test_misbehaving_flatten_with_keys_functions_raise_as_the_pure_core(keyed: Callable[[Odd], Any]) -> None:
+    treekit.register_pytree_with_keys(Odd, keyed, lambda d, c: Odd(*c), lambda o: (o.children, None))
+    try:
+        tree = [1, Odd(2, [3]), {"k": Odd(4)}]
+        got = _outcome(lambda: native.flatten(tree, None, True))
+        want = _outcome(lambda: pure_flatten(tree, None, True))
+        assert (got[0], got[1][0], got[1][2]) == (want[0], want[1][0], want[1][2]) if got[0] == "ok" else got == want
+    finally:
+        _remove(Odd)
+
+
 def test_raising_is_leaf_and_unflatten_are_the_pure_cores() -> None:
     def is_leaf(x: Any) -> bool:
         if x == 3:

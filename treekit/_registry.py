@@ -441,9 +441,10 @@ def _make_flatten(
         kids = _children(cls, "flatten", children_it)
         return kids, data, _flat_keys(len(kids)) if with_path else None
 
-    # The native walker calls `flatten` itself when no key paths are asked for, and hands the
-    # walk back to the pure core when what it returns is not a (list or tuple, node data) pair.
+    # The native walker calls these itself (`flatten` when no key paths are asked for), and
+    # hands the walk back to the pure core when what they return is not of the usual shape.
     flatten_node.plain = flatten  # type: ignore[attr-defined]
+    flatten_node.keyed = flatten_with_keys  # type: ignore[attr-defined]
     return flatten_node
 
 

@@ -38,7 +38,7 @@ typedef struct {
     PyObject *unflatten;  /* treekit._treedef._unflatten(ntype, data, children) */
     PyObject *SequenceKey, *DictKey, *GetAttrKey, *FlattenedIndexKey; /* treekit._keys */
     PyObject *s_flatten, *s_original, *s_positions, *s_TYPES, *s_ORDERS, *s_nodes, *s_FIELD_KEYS, *s_SEQ_KEYS;
-    PyObject *s_hash, *s_builder, *s_plain;
+    PyObject *s_hash, *s_builder, *s_plain, *s_keyed;
     int plain_treedef;    /* TreeDef's slots are the three tk_treedef sets */
     PyObject *s_MAX_DEPTH, *s_key, *s_idx, *s_name, *s_build, *s_empty;
     PyObject *empty_tuple;
@@ -79,7 +79,7 @@ typedef struct {
 
 typedef struct {
     PyObject *types, *orders, *field_keys, *seq_keys; /* owned; all but types may be NULL */
-    PyObject *plain_of, *plain; /* owned or NULL: the last flatten function met, and its `plain` */
+    PyObject *plain_of, *plain, *keyed; /* owned or NULL: the last flatten function met, its `plain` and `keyed` */
     Memo memo[MEMO_SIZE];
     LastDict last;
 } Ctx;

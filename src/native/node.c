@@ -56,6 +56,7 @@ void tk_ctx_close(Ctx *c) {
     Py_CLEAR(c->last.data);
     Py_CLEAR(c->last.entries);
     Py_CLEAR(c->plain);
+    Py_CLEAR(c->keyed);
     Py_CLEAR(c->plain_of);
 }
 
@@ -375,40 +376,66 @@ call:;
     /* the entry's flatten function: (children, node data, keys) */
     PyObject *fn = PyObject_GetAttr(ntype, S.s_flatten);
     if (fn == NULL) return tk_defer_error() ? DEFER : -1;
-    if (!with_path) {
-        /* the user's own function, where the entry names it (see _registry._make_flatten) */
-        PyObject *plain = NULL;
-        if (c->plain_of == fn) {
-            plain = c->plain;
-        } else if (PyFunction_Check(fn)) {
-            PyObject *attrs = PyObject_GenericGetDict(fn, NULL);
-            plain = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, S.s_plain); /* borrowed */
-            Py_XINCREF(plain);
-            Py_XDECREF(attrs);
-            if (plain == Py_None) Py_CLEAR(plain);
-            PyErr_Clear();
-            Py_XSETREF_COMPAT(c->plain, plain);
-            Py_INCREF(fn);
-            Py_XSETREF_COMPAT(c->plain_of, fn);
+    /* the user's own functions, where the entry names them (see _registry._make_flatten) */
+    if (c->plain_of != fn && PyFunction_Check(fn)) {
+        PyObject *attrs = PyObject_GenericGetDict(fn, NULL);
+        PyObject *plain = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, S.s_plain); /* borrowed */
+        PyObject *keyed = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, S.s_keyed);
+        Py_XINCREF(plain);
+        Py_XINCREF(keyed);
+        Py_XDECREF(attrs);
+        PyErr_Clear();
+        if (plain == Py_None) Py_CLEAR(plain);
+        if (keyed == Py_None) Py_CLEAR(keyed);
+        Py_XSETREF_COMPAT(c->plain, plain);
+        Py_XSETREF_COMPAT(c->keyed, keyed);
+        Py_INCREF(fn);
+        Py_XSETREF_COMPAT(c->plain_of, fn);
+    }
+    PyObject *own = c->plain_of != fn ? NULL : with_path ? c->keyed : c->plain;
+    if (own != NULL) {
+        Py_INCREF(own);
+        Py_DECREF(fn);
+        PyObject *r = PyObject_CallOneArg(own, node);
+        Py_DECREF(own);
+        tk_forget(c);
+        if (r == NULL) return tk_defer_error() ? DEFER : -1;
+        if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 2 || !tk_plain_seq(PyTuple_GET_ITEM(r, 0))) {
+            Py_DECREF(r);
+            return DEFER; /* the pure core converts or words it */
         }
-        if (plain != NULL) {
-            Py_INCREF(plain);
-            Py_DECREF(fn);
-            PyObject *r = PyObject_CallOneArg(plain, node);
-            Py_DECREF(plain);
-            tk_forget(c);
-            if (r == NULL) return tk_defer_error() ? DEFER : -1;
-            if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 2 || !tk_plain_seq(PyTuple_GET_ITEM(r, 0))) {
-                Py_DECREF(r);
-                return DEFER; /* the pure core converts or words it */
-            }
-            *kids = PyTuple_GET_ITEM(r, 0);
-            *data = PyTuple_GET_ITEM(r, 1);
-            Py_INCREF(*kids);
-            Py_INCREF(*data);
+        PyObject *first = PyTuple_GET_ITEM(r, 0);
+        *data = PyTuple_GET_ITEM(r, 1);
+        Py_INCREF(*data);
+        if (!with_path) {
+            Py_INCREF(first);
+            *kids = first;
             Py_DECREF(r);
             return 0;
         }
+        /* (key entry, child) pairs, unzipped as treekit._registry._unzip_keyed does */
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(first);
+        *kids = PyList_New(n);
+        *keys = *kids == NULL ? NULL : PyList_New(n);
+        for (Py_ssize_t j = 0; *keys != NULL && j < n; j++) {
+            PyObject *pair = PySequence_Fast_GET_ITEM(first, j);
+            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+                Py_CLEAR(*keys); /* the pure core words it */
+                break;
+            }
+            Py_INCREF(PyTuple_GET_ITEM(pair, 0));
+            PyList_SET_ITEM(*keys, j, PyTuple_GET_ITEM(pair, 0));
+            Py_INCREF(PyTuple_GET_ITEM(pair, 1));
+            PyList_SET_ITEM(*kids, j, PyTuple_GET_ITEM(pair, 1));
+        }
+        Py_DECREF(r);
+        if (*keys == NULL) {
+            int failed = PyErr_Occurred() != NULL;
+            Py_CLEAR(*kids);
+            Py_CLEAR(*data);
+            return failed ? -1 : DEFER;
+        }
+        return 0;
     }
     PyObject *r = PyObject_CallFunctionObjArgs(fn, node, with_path ? Py_True : Py_False, NULL);
     Py_DECREF(fn);
