@@ -41,11 +41,11 @@ PyObject *tk_map(PyObject *f, PyObject *tree, PyObject *rest, PyObject *is_leaf,
                  PyObject *failed) {
     MapArgs a = {f, tree, rest, is_leaf, failed, with_path, takes_path};
     Py_ssize_t nrest = PyTuple_GET_SIZE(rest);
-    PyObject *leaves = PyList_New(0), *nodes = PyList_New(0), *paths = with_path ? PyList_New(0) : NULL;
+    PyObject *leaves = PyList_New(0), *nodes = NULL, *paths = with_path ? PyList_New(0) : NULL;
     PyObject **columns = PyMem_Calloc((size_t)nrest + 1, sizeof(PyObject *));
     PyObject *results = NULL, *out = NULL;
-    if (leaves == NULL || nodes == NULL || (with_path && paths == NULL) || columns == NULL) goto done;
-    int rc = tk_walk(tree, is_leaf, with_path, takes_path, leaves, nodes, paths);
+    if (leaves == NULL || (with_path && paths == NULL) || columns == NULL) goto done;
+    int rc = tk_walk(tree, is_leaf, with_path, takes_path, leaves, &nodes, paths);
     for (Py_ssize_t k = 0; rc == 0 && k < nrest; k++) {
         columns[k] = PyList_New(0);
         if (columns[k] == NULL) goto done;
@@ -84,9 +84,7 @@ PyObject *tk_map(PyObject *f, PyObject *tree, PyObject *rest, PyObject *is_leaf,
     out = tk_build(nodes, results, &defer);
     if (out == NULL && defer) { /* node data the C builder does not read: TreeDef._build */
         PyErr_Clear();
-        PyObject *records = PyList_AsTuple(nodes);
-        PyObject *treedef = records == NULL ? NULL : tk_treedef(records);
-        Py_XDECREF(records);
+        PyObject *treedef = tk_treedef(nodes);
         out = treedef == NULL ? NULL : PyObject_CallMethodOneArg(treedef, S.s_build, results);
         Py_XDECREF(treedef);
     }

@@ -15,14 +15,6 @@
 
 State S;
 
-PyObject *tk_int(Py_ssize_t v) {
-    if (v >= 0 && v < 8) {
-        Py_INCREF(S.small[v]);
-        return S.small[v];
-    }
-    return PyLong_FromSsize_t(v);
-}
-
 PyObject *tk_lookup(PyObject *types, PyObject *x, PyObject **owned, int *resolved) {
     PyObject *cls = (PyObject *)Py_TYPE(x);
     PyObject *ntype = PyDict_GetItemWithError(types, cls); /* borrowed */
@@ -146,24 +138,22 @@ static PyObject *flatten(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         PyErr_Clear();
         return pure_flatten(args, (size_t)nargs, kwnames);
     }
-    PyObject *leaves = PyList_New(0), *nodes = PyList_New(0), *paths = with_path ? PyList_New(0) : NULL;
+    PyObject *leaves = PyList_New(0), *records = NULL, *paths = with_path ? PyList_New(0) : NULL;
     PyObject *result = NULL;
-    if (leaves == NULL || nodes == NULL || (with_path && paths == NULL)) goto done;
-    int rc = tk_walk(given[0], given[1] == Py_None ? NULL : given[1], with_path, takes_path, leaves, nodes, paths);
+    if (leaves == NULL || (with_path && paths == NULL)) goto done;
+    int rc = tk_walk(given[0], given[1] == Py_None ? NULL : given[1], with_path, takes_path, leaves, &records, paths);
     if (rc == DEFER) {
         result = pure_flatten(args, (size_t)nargs, kwnames);
         goto done;
     }
     if (rc < 0) goto done;
-    PyObject *records = PyList_AsTuple(nodes);
-    PyObject *treedef = records == NULL ? NULL : tk_treedef(records);
-    Py_XDECREF(records);
+    PyObject *treedef = tk_treedef(records);
     if (treedef == NULL) goto done;
     result = PyTuple_Pack(3, leaves, treedef, with_path ? paths : Py_None);
     Py_DECREF(treedef);
 done:
     Py_XDECREF(leaves);
-    Py_XDECREF(nodes);
+    Py_XDECREF(records);
     Py_XDECREF(paths);
     return result;
 }

@@ -20,6 +20,13 @@
 #error "treekit's native core needs the GIL; the free-threaded build uses the pure-Python core"
 #endif
 
+/* The functions shared between the files stay inside the extension (no PLT calls). */
+#if defined(__GNUC__) && !defined(_WIN32)
+#define TK_API __attribute__((visibility("hidden")))
+#else
+#define TK_API
+#endif
+
 /* What a walk returns when the Python function it mirrors must take the call over. */
 #define DEFER 1
 
@@ -46,16 +53,23 @@ typedef struct {
     PyObject *small[8];   /* 0..7 as ints */
 } State;
 
-extern State S;
+TK_API extern State S;
 
-int tk_ready(void);
+TK_API int tk_ready(void);
 /* TYPES[type(x)], resolved like treekit._registry.lookup: a NodeType, Py_None for a leaf
  * type; NULL with an exception on failure. *owned gets a reference to release; *resolved
  * is set to 1 if treekit._registry.resolve (Python code) was called. */
-PyObject *tk_lookup(PyObject *types, PyObject *x, PyObject **owned, int *resolved);
-PyObject *tk_int(Py_ssize_t v);
+TK_API PyObject *tk_lookup(PyObject *types, PyObject *x, PyObject **owned, int *resolved);
+/* v as an int: new reference (0..7 shared). */
+static inline PyObject *tk_int(Py_ssize_t v) {
+    if (v >= 0 && v < 8) {
+        Py_INCREF(S.small[v]);
+        return S.small[v];
+    }
+    return PyLong_FromSsize_t(v);
+}
 /* TreeDef(records), records a tuple of node records: new reference. */
-PyObject *tk_treedef(PyObject *records);
+TK_API PyObject *tk_treedef(PyObject *records);
 
 /* node.c: what both walkers share. A walk's context holds the registry's dicts and what
  * the walk remembers between nodes. */
@@ -84,44 +98,45 @@ typedef struct {
     LastDict last;
 } Ctx;
 
-int tk_ctx_open(Ctx *c, int with_path);
+TK_API int tk_ctx_open(Ctx *c, int with_path);
 /* treekit._traverse.MAX_DEPTH (-1 if it is not a size; a very large number where it is missing). */
-Py_ssize_t tk_max_depth(void);
-void tk_ctx_close(Ctx *c);
+TK_API Py_ssize_t tk_max_depth(void);
+TK_API void tk_ctx_close(Ctx *c);
 /* Forget what the context remembers about types: Python code ran. */
-void tk_forget(Ctx *c);
+TK_API void tk_forget(Ctx *c);
 /* An exception is set: 1 (cleared) if it is an Exception, to hand the call back; 0 if it
  * must go on (KeyboardInterrupt, MemoryError's parent BaseException, ...). */
-int tk_defer_error(void);
+TK_API int tk_defer_error(void);
 /* tk_lookup through the context's memo: *owned as tk_lookup's. */
-PyObject *tk_ctx_lookup(Ctx *c, PyObject *x, PyObject **owned);
+TK_API PyObject *tk_ctx_lookup(Ctx *c, PyObject *x, PyObject **owned);
 /* 1 if TYPES says instances of tp are leaves, 0 if not or not known yet. */
-int tk_ctx_leaf_type(Ctx *c, PyTypeObject *tp);
+TK_API int tk_ctx_leaf_type(Ctx *c, PyTypeObject *tp);
 /* A list, a tuple, or a tuple subclass that reads as a tuple: safe to index directly. */
-int tk_plain_seq(PyObject *o);
+TK_API int tk_plain_seq(PyObject *o);
 /* path + (key,): new reference. */
-PyObject *tk_extend(PyObject *path, PyObject *key);
+TK_API PyObject *tk_extend(PyObject *path, PyObject *key);
 /* A node's (children, node data, keys) as its entry's flatten function gives them: new
  * references (*keys only with_path: a sequence with at least as many items as children).
  * 0 done, DEFER, -1 error. */
-int tk_flatten_node(Ctx *c, PyObject *node, PyObject *ntype, int with_path, PyObject **kids, PyObject **data,
+TK_API int tk_flatten_node(Ctx *c, PyObject *node, PyObject *ntype, int with_path, PyObject **kids, PyObject **data,
                     PyObject **keys);
 
 /* walk.c: treekit._traverse.flatten (plain and with_path; takes_path: is_leaf(path, x)).
- * `nodes` NULL: the leaves only (no records made). 0 done, DEFER, -1 error. */
-int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves, PyObject *nodes,
-            PyObject *paths);
+ * 0 done (*records: a new tuple of the node records), DEFER, -1 error. `records` NULL: the
+ * leaves only (no records made). */
+TK_API int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves,
+                   PyObject **records, PyObject *paths);
 
 /* guide.c: treekit._treedef.TreeDef._walk without keys. 0 done, DEFER, -1 error. */
-int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, PyObject *out);
+TK_API int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, PyObject *out);
 
 /* build.c: treekit._treedef.TreeDef._build. The tree, or NULL with an exception (user
  * unflatten errors come from treekit._treedef._unflatten, as in the pure core); DEFER is
  * signalled by setting *defer. `nodes`: a tuple or a list of records. */
-PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer);
+TK_API PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer);
 
 /* map.c: treekit._ops.tree_map / tree_map_with_path, fused. */
-PyObject *tk_map(PyObject *f, PyObject *tree, PyObject *rest, PyObject *is_leaf, int with_path, int takes_path,
+TK_API PyObject *tk_map(PyObject *f, PyObject *tree, PyObject *rest, PyObject *is_leaf, int with_path, int takes_path,
                  PyObject *failed);
 
 #endif

@@ -93,18 +93,58 @@ typedef struct {
     Made slot[RECORDS];
 } Records;
 
+/* The walk's records, in post-order (owned references), made into the TreeDef's tuple at
+ * the end without a list in between. */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t n, cap;
+} Buf;
+
+static int buf_push(Buf *b, PyObject *x) { /* takes a new reference to x */
+    if (b->n == b->cap) {
+        Py_ssize_t cap = b->cap ? 2 * b->cap : 64;
+        PyObject **more = PyMem_Realloc(b->items, sizeof(PyObject *) * (size_t)cap);
+        if (more == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->items = more;
+        b->cap = cap;
+    }
+    Py_INCREF(x);
+    b->items[b->n++] = x;
+    return 0;
+}
+
+static void buf_clear(Buf *b) {
+    for (Py_ssize_t k = 0; k < b->n; k++) Py_DECREF(b->items[k]);
+    PyMem_Free(b->items);
+    b->items = NULL;
+    b->n = b->cap = 0;
+}
+
+/* The records as a tuple (new reference); the buffer is emptied. */
+static PyObject *buf_tuple(Buf *b) {
+    PyObject *out = PyTuple_New(b->n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < b->n; k++) PyTuple_SET_ITEM(out, k, b->items[k]); /* the buffer's references */
+    b->n = 0;
+    buf_clear(b);
+    return out;
+}
+
 static void records_clear(Records *r) {
     for (int k = 0; k < RECORDS; k++) Py_CLEAR(r->slot[k].record);
 }
 
-static int add_record(PyObject *nodes, Records *made, PyObject *ntype, PyObject *data, Py_ssize_t arity,
+static int add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py_ssize_t arity,
                       Py_ssize_t num_leaves, Py_ssize_t num_nodes) {
     uintptr_t h = ((uintptr_t)ntype >> 4) * 31u + ((uintptr_t)data >> 4) * 17u + (uintptr_t)arity * 7u +
                   (uintptr_t)num_leaves * 3u + (uintptr_t)num_nodes;
     Made *m = &made->slot[(h ^ (h >> 7)) % RECORDS];
     if (m->record != NULL && PyTuple_GET_ITEM(m->record, 0) == ntype && PyTuple_GET_ITEM(m->record, 1) == data &&
         m->arity == arity && m->num_leaves == num_leaves && m->num_nodes == num_nodes)
-        return PyList_Append(nodes, m->record);
+        return buf_push(nodes, m->record);
     PyObject *record = PyTuple_New(5);
     if (record == NULL) return -1;
     Py_INCREF(ntype);
@@ -121,7 +161,7 @@ static int add_record(PyObject *nodes, Records *made, PyObject *ntype, PyObject 
     PyTuple_SET_ITEM(record, 2, a);
     PyTuple_SET_ITEM(record, 3, l);
     PyTuple_SET_ITEM(record, 4, n);
-    int rc = PyList_Append(nodes, record);
+    int rc = buf_push(nodes, record);
     Py_XDECREF(m->record);
     m->record = record; /* the reference made above */
     m->arity = arity;
@@ -142,8 +182,9 @@ static int add_record(PyObject *nodes, Records *made, PyObject *ntype, PyObject 
         Py_DECREF(child);     \
     } while (0)
 
-int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves, PyObject *nodes,
+int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves, PyObject **records,
             PyObject *paths) {
+    Buf buf = {NULL, 0, 0}, *nodes = records != NULL ? &buf : NULL;
     Ctx ctx;
     if (tk_ctx_open(&ctx, with_path) < 0) return -1;
     Py_ssize_t cap = FIRST_FRAMES, depth = 1;
@@ -221,7 +262,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         }
         if (ntype == Py_None) {
             Py_XDECREF(owned);
-            int bad = PyList_Append(leaves, child) < 0 || (nodes != NULL && PyList_Append(nodes, S.LEAF) < 0);
+            int bad = PyList_Append(leaves, child) < 0 || (nodes != NULL && buf_push(nodes, S.LEAF) < 0);
             made++;
             if (!bad && with_path) {
                 PyObject *path = child_path(frames, depth);
@@ -256,7 +297,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             if (j == n) {
                 Py_ssize_t at = PyList_GET_SIZE(leaves);
                 int bad = PyList_SetSlice(leaves, at, at, kids) < 0;
-                for (j = 0; !bad && nodes != NULL && j < n; j++) bad = PyList_Append(nodes, S.LEAF) < 0;
+                for (j = 0; !bad && nodes != NULL && j < n; j++) bad = buf_push(nodes, S.LEAF) < 0;
                 bad = bad || (nodes != NULL && add_record(nodes, made_records, ntype, data, n, n, n + 1) < 0);
                 made += n + 1;
                 if (!bad && with_path) {
@@ -319,6 +360,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         g->node_start = made;
     }
     rc = 0;
+    if (records != NULL && (*records = buf_tuple(&buf)) == NULL) rc = -1;
     goto done;
 defer:
     rc = DEFER;
@@ -326,6 +368,7 @@ done:
     for (Py_ssize_t k = 0; k < depth; k++) frame_clear(&frames[k]);
     if (frames != first) PyMem_Free(frames);
     records_clear(made_records);
+    buf_clear(&buf);
     tk_ctx_close(&ctx);
     return rc;
 }
