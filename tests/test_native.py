@@ -106,6 +106,18 @@ def test_leaves_and_structure_are_jaxs(tree: Any) -> None:
     assert repr(treedef) == repr(jtu.tree_structure(tree))
 
 
+@given(trees(custom=False), st.booleans())
+def test_map_with_path_and_keystr_are_jaxs(tree: Any, simple: bool) -> None:
+    jtu = pytest.importorskip("jax.tree_util")
+
+    def text(keystr: Any) -> Callable[..., Any]:
+        return lambda path, x, y: f"{keystr(path, simple=simple, separator='/')}={x!r}:{y!r}"
+
+    got = _map(text(treekit.keystr), tree, _extended(tree), with_path=True)
+    want = jtu.tree_map_with_path(text(jtu.keystr), tree, _extended(tree))
+    assert got == want and jtu.tree_leaves(got) == jtu.tree_leaves(want)  # (jax sorts dicts it builds)
+
+
 def test_a_dict_in_any_key_order_has_one_treedef() -> None:
     ab, ba = native.flatten({"a": 1, "b": 2})[1], native.flatten({"b": 2, "a": 1})[1]
     assert ab == ba and hash(ab) == hash(ba)
@@ -130,6 +142,15 @@ def test_deep_trees_work() -> None:
     assert leaves == [0] and treedef.num_nodes == 100_001
     assert treedef._nodes == pure_flatten(tree)[1]._nodes
     assert native.build(treedef._nodes, [1]) is not None
+
+
+def test_deep_trees_map_and_match() -> None:
+    tree: Any = 0
+    for _ in range(100_000):
+        tree = [tree, 1]
+    doubled = _map(lambda x, y: x + y, tree, tree)
+    assert native.leaves(doubled) == [0] + [2] * 100_000
+    assert len(native.up_to(native.flatten(tree)[1]._nodes, doubled, True)) == 100_001
 
 
 @pytest.mark.parametrize("depth", [1, 3000])
