@@ -255,3 +255,17 @@ def test_show_json_and_depth(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert json.loads(capsys.readouterr().out)["rows"] == [
         {"path": "(root)", "leaves": 3, "arrays": 3, "size": 10, "bytes": 44}
     ]
+
+
+def test_a_damaged_treekit_record_names_the_file_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import treekit
+
+    treekit.save(tmp_path / "ok.npz", {"a": np.zeros(2), "b": [1, None]})
+    with np.load(tmp_path / "ok.npz") as data:
+        arrays = dict(data)
+    arrays["__treekit__"] = np.frombuffer(b'{"format": "treekit", "nodes": 5}', np.uint8)
+    name = tmp_path / "bad.npz"
+    np.savez(name, **arrays)
+    err = show_err(capsys, str(name))
+    assert err.startswith(f"treekit show: {name}: damaged or unreadable treekit structure record (")
+    assert err.count(str(name)) == 1

@@ -251,7 +251,8 @@ def show(
     try:
         tree = load_tree(path, allow_pickle=allow_pickle, max_bytes=max_bytes)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
-        print(f"{prog} show: {path}: {_one_line(exc)}", file=err)
+        message = _one_line(exc).removeprefix(f"{path}: ")  # treekit.load's messages start with it
+        print(f"{prog} show: {path}: {message}", file=err)
         return 1
     except MemoryError:
         print(f"{prog} show: {path}: out of memory while loading it (try a smaller --max-bytes)", file=err)
