@@ -9,6 +9,7 @@ with numpy and a hand-written backward pass otherwise (``--backend`` chooses).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import textwrap
@@ -63,6 +64,18 @@ def _pick_backend(asked: str) -> str | None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from treekit import _demo_mesh
+
+    mesh = args.mesh or ({"data": args.devices} if args.devices else None)
+    if mesh is not None:
+        count = math.prod(mesh.values())
+        if args.devices not in (None, count):
+            print(f"{args.prog} demo: --devices {args.devices} but --mesh has {count} devices", file=sys.stderr)
+            return 2
+        if args.backend == "numpy":
+            print(f"{args.prog} demo: --devices and --mesh need the jax backend", file=sys.stderr)
+            return 2
+        _demo_mesh.ask_devices(count)
     backend = _pick_backend(args.backend)
     if backend is None:
         message = "--backend jax needs jax installed (pip install 'jax-treekit[jax]'); try --backend numpy"
@@ -89,6 +102,8 @@ def _demo(args: argparse.Namespace) -> int:
     print(textwrap.indent(summary(params, depth=1), "  "))
 
     opt = adam(args.learning_rate)
+    if mesh is not None:
+        return _demo_sharded(args.prog, params, opt, x, y, steps, mesh)
     to_backend, step = (_jax_trainer if backend == "jax" else _numpy_trainer)(opt, x, y)
     params = to_backend(params)
     state = opt.init(params)
@@ -109,6 +124,54 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"{args.prog} demo: the loss did not fall (from {first:.6f} to {final:.6f})", file=sys.stderr)
         return 1
     return 0
+
+
+def _demo_sharded(prog: str, params: Any, opt: Any, x: Any, y: Any, steps: int, mesh: dict[str, int]) -> int:
+    """The demo on a device mesh, checked against the same steps on one device."""
+    from treekit import _demo_mesh
+
+    every = max(1, steps // 10)
+    start = time.perf_counter()
+    try:
+        losses, worst, table = _demo_mesh.train(
+            params,
+            opt,
+            x,
+            y,
+            steps,
+            mesh,
+            lambda k, loss: print(_progress(k, steps, loss), flush=True) if k % every == 0 or k == steps else None,
+        )
+    except RuntimeError as err:
+        print(f"{prog} demo: {err}", file=sys.stderr)
+        return 2
+    elapsed = time.perf_counter() - start
+    print(f"sharded over mesh {', '.join(f'{k}={v}' for k, v in mesh.items())}: params and Adam state on each device")
+    print(textwrap.indent(table, "  "))
+    single = _demo_mesh.reference(params, opt, x, y, steps)
+    print(f"final loss {losses[-1]:.6f} (initial {losses[0]:.6f}) after {steps} steps in {elapsed:.2f}s")
+    print(f"each step vs the same step on one device: largest relative difference {worst:.1e} (losses and params)")
+    print(f"single-device run from the start: final loss {single[-1]:.6f}")
+    if not losses[-1] < losses[0]:
+        print(f"{prog} demo: the loss did not fall (from {losses[0]:.6f} to {losses[-1]:.6f})", file=sys.stderr)
+        return 1
+    if worst > _MESH_RTOL:
+        message = f"a sharded step differs from the single-device step by more than {_MESH_RTOL}"
+        print(f"{prog} demo: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+_MESH_RTOL = 1e-4  # float32 sums split across devices add in another order
+
+
+def _mesh(text: str) -> dict[str, int]:
+    from treekit._demo_mesh import parse_mesh
+
+    try:
+        return parse_mesh(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _at_least(low: int, what: str) -> Callable[[str], int]:
@@ -155,6 +218,19 @@ def _add_demo(sub: Any) -> None:
         choices=["auto", "jax", "numpy"],
         default="auto",
         help="jax (jax.jit), numpy (no jax needed), or auto: jax when installed (default)",
+    )
+    demo.add_argument(
+        "--devices",
+        type=_positive,
+        default=None,
+        help="train sharded over this many devices (CPU devices are made if there are too few); "
+        "without --mesh the mesh is data=N",
+    )
+    demo.add_argument(
+        "--mesh",
+        type=_mesh,
+        default=None,
+        help="mesh axes and sizes, like data=2,model=4: the batch is split over data, the layers over model",
     )
     demo.set_defaults(run=_demo)
 

@@ -524,9 +524,14 @@ def tree_broadcast(prefix_tree: PyTree, full_tree: PyTree, is_leaf: IsLeaf | Non
         StructureMismatchError: If ``full_tree`` does not extend ``prefix_tree``; labelled
             ``full_tree``.
     """
+    return broadcast(prefix_tree, full_tree, is_leaf, "full_tree")
+
+
+def broadcast(prefix_tree: PyTree, full_tree: PyTree, is_leaf: IsLeaf | None, label: str) -> PyTree:
+    """:func:`tree_broadcast`, with mismatches named after ``label`` (the caller's argument)."""
     values, prefix = flatten(prefix_tree, is_leaf)[:2]
     full = flatten(full_tree)[1]
-    subtrees = prefix._walk(full_tree, "full_tree")
+    subtrees = prefix._walk(full_tree, label)
     out: list[Any] = []
     for value, subtree in zip(values, subtrees):
         out.extend([value] * flatten(subtree)[1].num_leaves)
