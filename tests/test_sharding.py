@@ -7,6 +7,7 @@ from ``XLA_FLAGS`` when jax is first imported).
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -23,7 +24,7 @@ from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from treekit import ShapeDtype, StructureMismatchError, keystr, tree_leaves, tree_leaves_with_path  # noqa: E402
+from treekit import ShapeDtype, StructureMismatchError, keystr, summary, tree_leaves, tree_leaves_with_path  # noqa: E402
 from treekit.sharding import (  # noqa: E402
     ShardingError,
     UnusedRuleWarning,
@@ -41,7 +42,7 @@ MESH = {"data": 2, "model": 4}
 
 def mlp(widths: tuple[int, ...] = (8, 16, 16, 4)) -> list[dict[str, ShapeDtype]]:
     return [
-        {"weights": ShapeDtype((a, b), "f32"), "biases": ShapeDtype((b,), "f32")} for a, b in zip(widths, widths[1:])
+        {"weights": ShapeDtype((a, b), "f32"), "biases": ShapeDtype((b,), "f32")} for a, b in itertools.pairwise(widths)
     ]
 
 
@@ -53,7 +54,8 @@ TREES = st.recursive(
     max_leaves=12,
 )
 SPECS = st.sampled_from([P(), P("model"), P(None, "model"), P("data", None), P(("data", "model"))])
-RULES = st.lists(st.tuples(NAMES.map(lambda n: n + "$") | st.sampled_from([r"^0/", r"\[1\]", "nothing"]), SPECS), max_size=5)
+PATTERNS = NAMES.map(lambda n: n + "$") | st.sampled_from([r"^0/", r"\[1\]", "nothing"])
+RULES = st.lists(st.tuples(PATTERNS, SPECS), max_size=5)
 
 
 @given(TREES, RULES)
@@ -69,7 +71,8 @@ def test_each_leaf_gets_the_first_matching_rule(tree: object, rules: list[tuple[
 
 def test_specs_keep_the_tree_structure_and_both_path_forms_match() -> None:
     params = [{"weights": 0, "biases": 0}, {"weights": 0, "biases": 0}]
-    specs = match_rules(params, [(r"^1/weights$", P("model", None)), (r"\['biases'\]", None), ("weights", (None, "model"))])
+    rules = [(r"^1/weights$", P("model", None)), (r"\['biases'\]", None), ("weights", (None, "model"))]
+    specs = match_rules(params, rules)
     assert specs == [
         {"weights": P(None, "model"), "biases": P()},
         {"weights": P("model", None), "biases": P()},
@@ -162,7 +165,7 @@ def test_specs_that_do_not_fit_the_tree_name_the_path() -> None:
 def test_a_mesh_is_a_jax_mesh_or_a_mapping() -> None:
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("model",))
     assert mesh_axes(mesh) == {"model": 1}
-    with pytest.raises(TypeError, match="mesh: expected a jax.sharding.Mesh or a mapping"):
+    with pytest.raises(TypeError, match=r"mesh: expected a jax\.sharding\.Mesh or a mapping"):
         mesh_axes(["data"])
 
 
@@ -171,7 +174,9 @@ SHAPES = st.lists(st.sampled_from([1, 2, 4, 8, 16]), min_size=0, max_size=3).map
 
 
 @given(SHAPES, st.data())
-def test_device_bytes_split_the_bytes_by_the_devices_along_sharded_dims(shape: tuple[int, ...], data: st.DataObject) -> None:
+def test_device_bytes_split_the_bytes_by_the_devices_along_sharded_dims(
+    shape: tuple[int, ...], data: st.DataObject
+) -> None:
     entries = [None, "data", "model", ("data", "model")]
     spec = P(*data.draw(st.lists(st.sampled_from(entries), max_size=len(shape))))
     names = [n for e in spec for n in ((e,) if isinstance(e, str) else e or ())]
@@ -197,6 +202,94 @@ def test_spec_str_is_the_same_in_every_jax_version() -> None:
     assert spec_str(P(("data", "model"), None)) == "P(('data', 'model'), None)"
 
 
+# -- summary's sharding columns -----------------------------------------------------------------
+def test_summary_plans_per_device_bytes_from_specs_and_a_mesh() -> None:
+    params = {"w": ShapeDtype((1024, 4096), "f32"), "b": ShapeDtype((4096,), "bf16"), "act": "relu"}
+    table = summary(params, shardings={"w": P(None, "model"), "b": P("model"), "act": None}, mesh=MESH)
+    assert table.splitlines() == [
+        "path     shape         dtype          size       bytes  sharding             bytes/device",
+        "['act']  -             str               -           -  -                               -",
+        "['b']    (4096,)       bfloat16      4,096       8,192  P('model')                  2,048",
+        "['w']    (1024, 4096)  float32   4,194,304  16,777,216  P(None, 'model')        4,194,304",
+        "total    2 arrays                4,198,400  16,785,408  mesh data=2,model=4     4,196,352"
+        "  (16.0 MiB; 4.0 MiB per device)",
+    ]
+
+
+def test_summary_of_unsharded_trees_has_no_sharding_columns() -> None:
+    tree = {"a": jax.numpy.ones(3), "b": np.ones(3)}  # one device's sharding, and none
+    assert "sharding" not in summary(tree)
+
+
+@given(SHAPES, st.data())
+def test_summary_per_device_bytes_are_device_bytes(shape: tuple[int, ...], data: st.DataObject) -> None:
+    entries = data.draw(st.lists(st.sampled_from([None, "data", "model"]), max_size=len(shape), unique=True))
+    tree = {"x": np.zeros(shape, np.float32), "y": np.zeros((8, *shape), np.int8)}
+    specs = {"x": P(*entries), "y": P("data")}
+    rows = [line.split("  ") for line in summary(tree, shardings=specs, mesh=MESH).splitlines()[1:]]
+    cells = [int(row[-1].replace(",", "")) for row in rows[:2]] + [int(rows[2][-2].replace(",", ""))]
+    want = device_bytes(tree, specs, MESH)
+    assert cells == [want["x"], want["y"], want["x"] + want["y"]]
+
+
+def test_summary_reads_the_shardings_of_placed_arrays_and_shardings_override_them() -> None:
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
+    tree = {"w": np.ones((4, 2), np.float32), "n": np.int32(0)}
+    placed = shard(tree, mesh, [("w", P("data", "model"))], default=None)
+    assert summary(placed).splitlines()[1:] == [
+        "['n']  ()      int32       1      4  P()                             4",
+        "['w']  (4, 2)  float32     8     32  P('data', 'model')             32",
+        "total  2 arrays            9     36  mesh data=1,model=1            36  (36 B; 36 B per device)",
+    ]
+    planned = shardings(placed, {"data": 2, "model": 2}, [("w", P("data", "model"))], default=None)
+    assert summary(placed, shardings=planned).splitlines()[2:] == [
+        "['w']  (4, 2)  float32     8     32  P('data', 'model')              8",
+        "total  2 arrays            9     36  mesh data=2,model=2            12  (36 B; 12 B per device)",
+    ]
+
+
+def test_summary_groups_specs_and_sums_per_device_bytes() -> None:
+    params = mlp()
+    specs = match_rules(params, [("weights", P(None, "model"))], default=None)
+    table = summary(params, shardings=specs, mesh=MESH, depth=1)
+    assert [line.split("  ")[0] for line in table.splitlines()] == ["path", "[0]", "[1]", "[2]", "total"]
+    assert table.splitlines()[1].split()[-2:] == ["mixed", "192"]  # f32: 8 x 16 / 4 of the weights and 16 biases
+    assert summary(params, shardings=P(), mesh=MESH, depth=1).splitlines()[1].split()[-2:] == ["P()", "576"]
+
+
+def test_summary_shardings_follow_is_leaf() -> None:
+    tree = {"pair": (np.zeros(8, np.float32), np.zeros(8, np.float32))}
+    table = summary(tree, is_leaf=lambda x: isinstance(x, tuple), shardings={"pair": P("model")}, mesh=MESH)
+    assert table.splitlines()[1].startswith("['pair']  -")
+
+
+NO_MESH = "expected a NamedSharding or mesh=, got P('model') without a mesh"
+NOT_A_SPEC = "expected a NamedSharding, a PartitionSpec or None, got"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"shardings": {"w": P("model")}}, TypeError, f"shardings['w']: {NO_MESH}"),
+        ({"shardings": {"w": 3}, "mesh": MESH}, TypeError, f"shardings['w']: {NOT_A_SPEC} 3"),
+        ({"shardings": {"w": "model"}, "mesh": MESH}, TypeError, f"shardings['w']: {NOT_A_SPEC} 'model'"),
+        (
+            {"mesh": MESH},
+            TypeError,
+            "mesh: expected None without shardings= (it lays out their PartitionSpecs), got {'data': 2, 'model': 4}",
+        ),
+        (
+            {"shardings": [P()], "mesh": MESH},
+            StructureMismatchError,
+            "shardings: expected list of length 1, got dict with keys ['w']",
+        ),
+    ],
+)
+def test_summary_sharding_errors(kwargs: dict[str, object], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        summary({"w": np.zeros(8)}, **kwargs)  # type: ignore[arg-type]
+
+
 # -- placement ----------------------------------------------------------------------------------
 def test_shard_and_shardings_on_one_device() -> None:
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
@@ -214,7 +307,7 @@ def test_shard_and_shardings_on_one_device() -> None:
 def test_shardings_plan_on_an_abstract_mesh_and_shard_needs_devices() -> None:
     tree = shardings({"w": ShapeDtype((8, 12), "f32")}, MESH, [("w", P("data", "model"))])
     assert tree["w"].shard_shape((8, 12)) == (4, 3)
-    with pytest.raises(TypeError, match="mesh: expected a jax.sharding.Mesh of devices"):
+    with pytest.raises(TypeError, match=r"mesh: expected a jax\.sharding\.Mesh of devices"):
         shard({"w": np.ones((8, 12))}, MESH, [("w", P("data", "model"))])
 
 
@@ -255,7 +348,8 @@ def test_sharded_training_on_eight_devices_equals_one_device() -> None:
         placed = shard(params, mesh, _demo_mesh.mlp_rules(3, ('data', 'model')), default=None)
         shapes = {s.data.shape for s in placed[1]['weights'].addressable_shards}
         assert shapes == {(16, 4)}, shapes
-        losses, worst, table = _demo_mesh.train(params, adam(1e-2), x, y, 30, {'data': 2, 'model': 4}, lambda k, l: None)
+        mesh_sizes = {'data': 2, 'model': 4}
+        losses, worst, table = _demo_mesh.train(params, adam(1e-2), x, y, 30, mesh_sizes, lambda k, l: None)
         single = _demo_mesh.reference(params, adam(1e-2), x, y, 30)
         np.testing.assert_allclose(losses, single, rtol=1e-4)
         assert worst < 1e-4, worst
@@ -272,7 +366,10 @@ def test_the_demo_on_eight_devices() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert "sharded over mesh data=2, model=4" in out
-    assert re.search(r"\['params'\]\[1\]\['weights'\]\s+\(128, 128\)\s+float32\s+P\(None, 'model'\)", out), out
+    row = r"\['params'\]\[1\]\['weights'\]\s+\(128, 128\)\s+float32\s+16,384\s+65,536\s+P\(None, 'model'\)\s+16,384\n"
+    assert re.search(row, out), out
+    total = r"total\s+19 arrays\s+50,692\s+202,768\s+mesh data=2,model=4\s+50,704  \(198.0 KiB; 49.5 KiB per device\)"
+    assert re.search(total, out), out
     assert "each step vs the same step on one device" in out
 
 

@@ -40,7 +40,9 @@ def mlp_rules(num_layers: int, axes: Sequence[str]) -> list[tuple[str, Any]]:
     """Megatron-style rules for :func:`treekit.params.init_mlp_params`' params (and any optimizer
     state holding trees like them): hidden layers split their outputs over ``model``, the last
     layer its inputs. Without a ``model`` axis every leaf is replicated."""
-    from jax.sharding import PartitionSpec as P
+    import jax
+
+    P: Any = jax.sharding.PartitionSpec  # untyped in jax: Any keeps mypy --strict quiet
 
     if "model" not in axes:
         return []
@@ -93,7 +95,8 @@ def train(
     import jax
     import numpy as np
     from jax.sharding import Mesh, NamedSharding
-    from jax.sharding import PartitionSpec as P
+
+    P: Any = jax.sharding.PartitionSpec
 
     from treekit import summary, tree_leaves
     from treekit.sharding import shardings

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["describe_leaf", "dtype_name", "is_array", "short_dtype"]
+__all__ = ["describe_leaf", "dtype_name", "is_array", "itemsize", "short_dtype"]
 
 _SHORT = {
     "bool": "bool",
@@ -62,6 +62,33 @@ def is_inexact_dtype(dtype: Any) -> bool:
     (True, True, False)
     """
     return dtype_name(dtype).startswith(("float", "bfloat", "complex"))
+
+
+def itemsize(dtype: Any) -> int | None:
+    """Bytes per entry of ``dtype`` (numpy's, jax's, torch's or a name); ``None`` if unknown.
+
+    >>> import numpy as np
+    >>> itemsize(np.dtype('float32')), itemsize('bfloat16'), itemsize('no such dtype')
+    (4, 2, None)
+    """
+    size = getattr(dtype, "itemsize", None)
+    if isinstance(size, int):
+        return size
+    import numpy as np
+
+    name = dtype_name(dtype)
+    try:
+        return int(np.dtype(name).itemsize)
+    except TypeError:
+        pass
+    try:  # jax's extra dtypes (bfloat16, float8_*, int4) come from ml_dtypes
+        import ml_dtypes
+    except ImportError:
+        return None
+    try:
+        return int(np.dtype(getattr(ml_dtypes, name, name)).itemsize)
+    except TypeError:
+        return None
 
 
 def short_dtype(dtype: Any) -> str:

@@ -527,14 +527,17 @@ def tree_broadcast(prefix_tree: PyTree, full_tree: PyTree, is_leaf: IsLeaf | Non
     return broadcast(prefix_tree, full_tree, is_leaf, "full_tree")
 
 
-def broadcast(prefix_tree: PyTree, full_tree: PyTree, is_leaf: IsLeaf | None, label: str) -> PyTree:
-    """:func:`tree_broadcast`, with mismatches named after ``label`` (the caller's argument)."""
+def broadcast(
+    prefix_tree: PyTree, full_tree: PyTree, is_leaf: IsLeaf | None, label: str, *, full_is_leaf: IsLeaf | None = None
+) -> PyTree:
+    """:func:`tree_broadcast`, with mismatches named after ``label`` (the caller's argument),
+    and ``full_tree``'s leaves chosen by ``full_is_leaf``."""
     values, prefix = flatten(prefix_tree, is_leaf)[:2]
-    full = flatten(full_tree)[1]
+    full = flatten(full_tree, full_is_leaf)[1]
     subtrees = prefix._walk(full_tree, label)
     out: list[Any] = []
     for value, subtree in zip(values, subtrees):
-        out.extend([value] * flatten(subtree)[1].num_leaves)
+        out.extend([value] * flatten(subtree, full_is_leaf)[1].num_leaves)
     return full._build(out)
 
 

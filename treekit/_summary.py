@@ -1,22 +1,25 @@
 """The summary table of a tree's leaves: one row per leaf or per key-path prefix, with totals.
 
-The table is built from columns (:data:`COLUMNS`, and :data:`STAT_COLUMNS` with
-``stats=True``): each column is a header, an alignment and a function from a row (the leaves
-under one key path, or all of them for the total row) to a cell, so a new column is one entry.
+The table is built from columns (:data:`COLUMNS`, :data:`SHARDING_COLUMNS` for sharded
+trees, and :data:`STAT_COLUMNS` with ``stats=True``): each column is a header, an alignment
+and a function from a row (the leaves under one key path, or all of them for the total row) to
+a cell, so a new column is one entry.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from treekit._describe import dtype_name, is_array
+from treekit._describe import dtype_name, is_array, itemsize
 from treekit._keys import KeyPath, keystr
+from treekit._layout import Layout, device_nbytes, layout_of, mesh_str, named_layout, spec_str
+from treekit._ops import broadcast
 from treekit._traverse import IsLeaf, flatten
 
-__all__ = ["COLUMNS", "STAT_COLUMNS", "Column", "Row", "summary"]
+__all__ = ["COLUMNS", "SHARDING_COLUMNS", "STAT_COLUMNS", "Column", "Row", "summary"]
 
 
 @dataclasses.dataclass
@@ -24,18 +27,24 @@ class Row:
     """One row of the table: a key path (or prefix) and the leaves under it.
 
     ``grouped`` is true for a prefix row (``depth=``) and the ``total`` row, whose cells are
-    subtotals; ``leaves`` holds every leaf under it, arrays or not.
+    subtotals; ``leaves`` holds every leaf under it, arrays or not, and ``layouts`` each one's
+    ``(spec, mesh axes)`` where it is sharded (``None`` where not; empty for an unsharded tree).
     """
 
     name: str
     leaves: list[Any]
     grouped: bool = False
     total: bool = False
+    layouts: list[Layout | None] = dataclasses.field(default_factory=list)
     _stats: tuple[int, float, float, float, float, int, int] | None = None
 
     @property
     def arrays(self) -> list[Any]:
         return [x for x in self.leaves if is_array(x)]
+
+    def placed(self) -> list[tuple[Any, Layout | None]]:
+        """``(array, layout)`` for each array of the row."""
+        return [(x, layout) for x, layout in zip(self.leaves, self.layouts) if is_array(x)]
 
     def stats(self) -> tuple[int, float, float, float, float, int, int]:
         """``(count, mean, std, min, max, nans, infs)`` over the finite entries of the arrays."""
@@ -61,21 +70,9 @@ def _size_bytes(x: Any) -> tuple[int | None, int | None]:
         size *= dim
     nbytes = getattr(x, "nbytes", None)
     if not isinstance(nbytes, int):
-        itemsize = _itemsize(x.dtype)
-        nbytes = None if itemsize is None else size * itemsize
+        size_of_one = itemsize(x.dtype)
+        nbytes = None if size_of_one is None else size * size_of_one
     return size, nbytes
-
-
-def _itemsize(dtype: Any) -> int | None:
-    itemsize = getattr(dtype, "itemsize", None)
-    if isinstance(itemsize, int):
-        return itemsize
-    import numpy as np
-
-    try:
-        return int(np.dtype(dtype_name(dtype)).itemsize)
-    except TypeError:
-        return None
 
 
 def _shape(row: Row) -> str:
@@ -117,6 +114,34 @@ COLUMNS: list[Column] = [
     Column("bytes", True, _total(1)),
 ]
 """The columns of :func:`summary`, in order."""
+
+
+def _spec(row: Row) -> str:
+    if row.total:  # the mesh, if one holds every sharded leaf
+        meshes = {mesh_str(layout[1]) for layout in row.layouts if layout is not None}
+        return f"mesh {meshes.pop()}" if len(meshes) == 1 else "mixed meshes" if meshes else ""
+    texts = {"-" if layout is None else spec_str(layout[0]) for _, layout in row.placed()}
+    return texts.pop() if len(texts) == 1 else "mixed" if texts else "-"
+
+
+def _device_bytes(row: Row) -> str:
+    placed = row.placed()
+    if not placed:
+        return "-" if not row.grouped or row.leaves else "0"
+    values = [_size_bytes(x)[1] if layout is None else device_nbytes(x, *layout) for x, layout in placed]
+    if not row.grouped and values[0] is None:
+        return "-"
+    return f"{sum(v or 0 for v in values):,}"
+
+
+SHARDING_COLUMNS: list[Column] = [
+    Column("sharding", False, _spec),
+    Column("bytes/device", True, _device_bytes),
+]
+"""The columns of a sharded tree (its arrays carry a ``NamedSharding``, or ``shardings=`` is
+given): each leaf's ``PartitionSpec`` and the bytes of it that the device holding the most
+keeps; the total row names the mesh and sums the bytes per device. Leaves without a spec
+(numpy arrays, arrays on one device) show ``-`` and count whole."""
 
 
 def _stats(arrays: list[Any]) -> tuple[int, float, float, float, float, int, int]:
@@ -183,11 +208,15 @@ def _human_bytes(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _rows(leaves: list[Any], paths: list[KeyPath], depth: int | None) -> list[Row]:
+def _rows(
+    leaves: list[Any], paths: list[KeyPath], depth: int | None, layouts: Sequence[Layout | None] = ()
+) -> list[Row]:
+    """The rows of the table but the total; ``layouts``: each leaf's, or empty (not sharded)."""
     if depth is None:
-        return [Row(keystr(path) or "(root)", [x]) for path, x in zip(paths, leaves)]
+        rows = enumerate(zip(paths, leaves))
+        return [Row(keystr(path) or "(root)", [x], layouts=list(layouts[k : k + 1])) for k, (path, x) in rows]
     groups: dict[str, Row] = {}
-    for path, x in zip(paths, leaves):
+    for k, (path, x) in enumerate(zip(paths, leaves)):
         prefix = path[:depth]
         name = keystr(prefix) or "(root)"
         row = groups.get(name)
@@ -196,7 +225,30 @@ def _rows(leaves: list[Any], paths: list[KeyPath], depth: int | None) -> list[Ro
         elif not row.grouped:  # a leaf at this path and, before it, nothing else: never both
             row.grouped = True
         row.leaves.append(x)
+        row.layouts.extend(layouts[k : k + 1])
     return list(groups.values())
+
+
+def _layouts(tree: Any, leaves: list[Any], is_leaf: IsLeaf | None, shardings: Any, mesh: Any) -> list[Layout | None]:
+    """Each leaf's layout: from ``shardings`` (a prefix of ``tree``) when given, else from the
+    leaf's own ``.sharding``; ``[]`` when no leaf has one (the table then has no sharding columns)."""
+    if shardings is None:
+        if mesh is not None:
+            raise TypeError(
+                f"mesh: expected None without shardings= (it lays out their PartitionSpecs), got {mesh!r:.60}"
+            )
+        found = [named_layout(getattr(x, "sharding", None)) if is_array(x) else None for x in leaves]
+        return found if any(layout is not None for layout in found) else []
+    full = broadcast(shardings, tree, lambda x: x is None, "shardings", full_is_leaf=is_leaf)
+    given, _, paths = flatten(full, lambda x: x is None, with_path=True)
+    assert paths is not None
+    out = []
+    for path, sharding in zip(paths, given):
+        try:
+            out.append(layout_of(sharding, mesh))
+        except TypeError as err:
+            raise TypeError(f"shardings{keystr(path)}: {err}") from None
+    return out
 
 
 def summary(
@@ -205,6 +257,8 @@ def summary(
     is_leaf: IsLeaf | None = None,
     depth: int | None = None,
     stats: bool = False,
+    shardings: Any = None,
+    mesh: Any = None,
     format: str = "text",
 ) -> str:
     """A table of ``tree``'s leaves: key path, shape, dtype, size and bytes, with totals.
@@ -237,6 +291,11 @@ def summary(
     | ['w'] | (3,) | float32 | 3 | 12 |
     | total | 1 array |  | 3 | 12 |
 
+    A sharded tree (jax arrays placed with a ``NamedSharding``, or any tree with
+    ``shardings=``) gets two more columns: each leaf's ``PartitionSpec`` and its bytes on the
+    device that holds the most of it, summed at the bottom, which answers "does it fit on one
+    device?" (see :doc:`scaling-out` for examples; they need jax).
+
     Args:
         tree: Any pytree.
         is_leaf: As in :func:`treekit.tree_flatten`.
@@ -244,6 +303,11 @@ def summary(
             ``None`` (default) lists every leaf.
         stats: Add the value statistics columns (they read every array's values: numpy and
             jax arrays; abstract ones show ``-``).
+        shardings: A tree of ``NamedSharding``, ``PartitionSpec`` and ``None`` (replicated),
+            with ``tree``'s structure or a prefix of it (as :func:`treekit.sharding.shardings`
+            or :func:`treekit.sharding.match_rules` give); overrides the arrays' own shardings.
+        mesh: The mesh of the ``PartitionSpec`` in ``shardings``: a ``jax.sharding.Mesh``
+            or ``{axis name: size}``.
         format: ``'text'`` (aligned columns) or ``'markdown'``.
 
     Returns:
@@ -251,6 +315,10 @@ def summary(
 
     Raises:
         ValueError: If ``depth`` is not an int >= 0 or ``format`` is unknown.
+        TypeError: If ``shardings`` holds a spec and ``mesh`` is missing, or ``mesh`` comes
+            without ``shardings``.
+        StructureMismatchError: If ``shardings`` is not a prefix of ``tree``; labelled
+            ``shardings``.
     """
     if depth is not None and (type(depth) is not int or depth < 0):
         raise ValueError(f"depth: expected None or an int >= 0, got {depth!r}")
@@ -258,8 +326,9 @@ def summary(
         raise ValueError(f"format: expected 'text' or 'markdown', got {format!r}")
     leaves, _, paths = flatten(tree, is_leaf, with_path=True)
     assert paths is not None
-    columns = COLUMNS + (STAT_COLUMNS if stats else [])
-    rows = [*_rows(leaves, paths, depth), Row("total", leaves, grouped=True, total=True)]
+    layouts = _layouts(tree, leaves, is_leaf, shardings, mesh)
+    columns = COLUMNS + (SHARDING_COLUMNS if layouts else []) + (STAT_COLUMNS if stats else [])
+    rows = [*_rows(leaves, paths, depth, layouts), Row("total", leaves, grouped=True, total=True, layouts=layouts)]
     table = [[column.cell(row) for column in columns] for row in rows]
     total_bytes = sum(_size_bytes(x)[1] or 0 for x in leaves if is_array(x))
     if format == "markdown":
@@ -280,6 +349,9 @@ def summary(
     for cell, w, column in list(zip(total, widths, columns))[3:]:
         texts.append(cell.rjust(w) if column.right else cell.ljust(w))
     lines.append("  ".join(texts).rstrip())
-    if total_bytes >= 1024:
+    if layouts:
+        per_device = int(_device_bytes(rows[-1]).replace(",", "").replace("-", "0"))
+        lines[-1] += f"  ({_human_bytes(total_bytes)}; {_human_bytes(per_device)} per device)"
+    elif total_bytes >= 1024:
         lines[-1] += f"  ({_human_bytes(total_bytes)})"
     return "\n".join(lines)

@@ -39,7 +39,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from treekit._keys import KeyPath, keystr
-from treekit._ops import broadcast, tree_map
+from treekit._layout import device_nbytes, entry_axes
+from treekit._layout import mesh_axes as mesh_axes
+from treekit._layout import spec_str as spec_str
+from treekit._ops import broadcast
 from treekit._specs import ShapeDtype as ShapeDtype
 from treekit._traverse import flatten
 
@@ -127,13 +130,15 @@ def _path_forms(path: KeyPath) -> tuple[str, str]:
     return keystr(path, simple=True, separator="/"), keystr(path)
 
 
-def match_rules(tree: PyTree, rules: Rules, default: Any = _REQUIRED, *, is_leaf: Callable[..., bool] | None = None) -> PyTree:
+def match_rules(
+    tree: PyTree, rules: Rules, default: Any = _REQUIRED, *, is_leaf: Callable[..., bool] | None = None
+) -> PyTree:
     """A tree of PartitionSpecs with ``tree``'s structure: each leaf gets the first matching rule's spec.
 
     >>> from jax.sharding import PartitionSpec as P
     >>> params = [{'weights': 0, 'biases': 0}, {'weights': 0, 'biases': 0}]
     >>> specs = match_rules(params, [(r'^1/', P()), ('weights', P(None, 'model'))], default=P('model'))
-    >>> tree_map(spec_str, specs)
+    >>> [{name: spec_str(spec) for name, spec in layer.items()} for layer in specs]
     [{'weights': "P(None, 'model')", 'biases': "P('model')"}, {'weights': 'P()', 'biases': 'P()'}]
 
     Args:
@@ -158,7 +163,7 @@ def match_rules(tree: PyTree, rules: Rules, default: Any = _REQUIRED, *, is_leaf
     """
     compiled = _rules(rules)
     fallback = None if default is _REQUIRED else _as_spec(default, "default")
-    leaves, treedef, paths = flatten(tree, is_leaf, with_path=True)
+    _, treedef, paths = flatten(tree, is_leaf, with_path=True)
     assert paths is not None
     found = [0] * len(compiled)  # leaves each rule matches
     won = [0] * len(compiled)  # leaves each rule gives its spec
@@ -188,29 +193,9 @@ def match_rules(tree: PyTree, rules: Rules, default: Any = _REQUIRED, *, is_leaf
         if not won[k]
     ]
     if unused:
-        warnings.warn("sharding rules that give no leaf its spec: " + "; ".join(unused), UnusedRuleWarning, stacklevel=2)
+        message = "sharding rules that give no leaf its spec: " + "; ".join(unused)
+        warnings.warn(message, UnusedRuleWarning, stacklevel=2)
     return treedef.unflatten(specs)
-
-
-def mesh_axes(mesh: Any) -> dict[str, int]:
-    """The mesh's axis names and sizes, in order.
-
-    >>> mesh_axes({'data': 2, 'model': 4})
-    {'data': 2, 'model': 4}
-
-    Args:
-        mesh: A :class:`jax.sharding.Mesh`, or a mapping of axis names to sizes.
-
-    Returns:
-        ``{axis name: size}``.
-
-    Raises:
-        TypeError: If ``mesh`` is neither.
-    """
-    shape = mesh if isinstance(mesh, Mapping) else getattr(mesh, "shape", None)
-    if not isinstance(shape, Mapping) or not all(isinstance(n, int) and n > 0 for n in shape.values()):
-        raise TypeError(f"mesh: expected a jax.sharding.Mesh or a mapping of axis names to sizes, got {mesh!r:.80}")
-    return dict(shape)
 
 
 def _spec_tree(tree: PyTree, specs: Any, mesh: Any = None) -> list[Any]:
@@ -224,29 +209,6 @@ def _spec_tree(tree: PyTree, specs: Any, mesh: Any = None) -> list[Any]:
     for x in flatten(full, is_spec)[0]:
         out.append(x.spec if hasattr(x, "spec") and not isinstance(x, pspec) else _as_spec(x, "specs"))
     return out
-
-
-def spec_str(spec: Any) -> str:
-    """``P('data', None)``: a spec as treekit's messages and tables print it (the same in every
-    jax version).
-
-    >>> from jax.sharding import PartitionSpec as P
-    >>> spec_str(P(('data', 'model'), None)), spec_str(P())
-    ("P(('data', 'model'), None)", 'P()')
-
-    Args:
-        spec: A ``PartitionSpec``.
-
-    Returns:
-        The text.
-    """
-    return "P(" + ", ".join(repr(tuple(e) if isinstance(e, list) else e) for e in spec) + ")"
-
-
-def _entry_axes(entry: Any) -> tuple[Any, ...]:
-    if entry is None:
-        return ()
-    return tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)
 
 
 def _shape(x: Any) -> tuple[int, ...] | None:
@@ -263,11 +225,14 @@ def _problems(path: KeyPath, shape: tuple[int, ...] | None, spec: Any, axes: Map
             yield f"{where}: expected an array to shard by {spec_str(spec)}, got a leaf without a shape"
         return
     if len(spec) > len(shape):
-        yield f"{where}: expected a spec of at most {len(shape)} entries for shape {shape}, got {spec_str(spec)} ({len(spec)} entries)"
+        yield (
+            f"{where}: expected a spec of at most {len(shape)} entries for shape {shape}, "
+            f"got {spec_str(spec)} ({len(spec)} entries)"
+        )
         return
     seen: set[Any] = set()
     for dim, entry in enumerate(spec):
-        names = _entry_axes(entry)
+        names = entry_axes(entry)
         for name in names:
             if name not in axes:
                 yield f"{where}: expected mesh axes among {list(axes)}, got {name!r} in {spec_str(spec)}"
@@ -311,7 +276,7 @@ def check_specs(tree: PyTree, specs: Any, mesh: Any) -> None:
     Raises:
         ShardingError: Listing every leaf whose spec doesn't fit, with its key path.
         StructureMismatchError: If a spec tree is not a prefix of ``tree``.
-    """
+    """  # noqa: E501 (the example's messages are one line each)
     axes = mesh_axes(mesh)
     spec_list = _spec_tree(tree, specs)
     leaves, _, paths = flatten(tree, with_path=True)
@@ -326,7 +291,8 @@ def device_bytes(tree: PyTree, specs: Any, mesh: Any) -> PyTree:
     device holds: a dim split ``n`` ways keeps ``ceil(size / n)`` entries per device).
 
     >>> from jax.sharding import PartitionSpec as P
-    >>> device_bytes({'w': ShapeDtype((8, 8), 'f32'), 'b': ShapeDtype((8,), 'f32')}, {'w': P('model'), 'b': None}, {'model': 4})
+    >>> params = {'w': ShapeDtype((8, 8), 'f32'), 'b': ShapeDtype((8,), 'f32')}
+    >>> device_bytes(params, {'w': P('model'), 'b': None}, {'model': 4})
     {'w': 64, 'b': 32}
 
     Args:
@@ -340,22 +306,7 @@ def device_bytes(tree: PyTree, specs: Any, mesh: Any) -> PyTree:
     axes = mesh_axes(mesh)
     spec_list = _spec_tree(tree, specs)
     leaves, treedef, _ = flatten(tree)
-    return treedef.unflatten([_leaf_bytes(x, spec, axes) for x, spec in zip(leaves, spec_list)])
-
-
-def _leaf_bytes(x: Any, spec: Any, axes: Mapping[str, int]) -> int:
-    shape, dtype = _shape(x), getattr(x, "dtype", None)
-    if shape is None or dtype is None:
-        return 0
-    import numpy as np
-
-    if not all(isinstance(n, int) for n in shape):
-        return 0
-    per = list(shape)
-    for dim, entry in enumerate(spec):
-        if dim < len(per):
-            per[dim] = -(-per[dim] // math.prod(axes.get(name, 1) for name in _entry_axes(entry)))
-    return math.prod(per) * np.dtype(dtype).itemsize
+    return treedef.unflatten([device_nbytes(x, spec, axes) or 0 for x, spec in zip(leaves, spec_list)])
 
 
 def shardings(tree: PyTree, mesh: Any, rules_or_specs: Any, *, default: Any = _REQUIRED) -> PyTree:
