@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import pytest
 
@@ -14,9 +15,17 @@ if importlib.util.find_spec("hypothesis") is None:
     collect_ignore += ["treekit/testing.py", "docs/testing.md"]
 
 
+def _needs_jax(item: pytest.Item) -> bool:
+    """The JAX bridge's (treekit/_jax.py) and treekit.sharding's examples, and any that imports jax."""
+    examples = getattr(getattr(item, "dtest", None), "examples", [])
+    return item.name.startswith(("treekit._jax.", "treekit.sharding")) or any(
+        re.match(r"(import|from) jax\b", example.source) for example in examples
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The JAX bridge's (treekit/_jax.py) and treekit.sharding's examples need jax."""
+    """Without jax, skip the examples that need it."""
     if not HAS_JAX:
         for item in items:
-            if item.name.startswith(("treekit._jax.", "treekit.sharding")):
+            if _needs_jax(item):
                 item.add_marker(pytest.mark.skip(reason="the example needs jax"))

@@ -430,8 +430,8 @@ def tree_unstack(tree: Any) -> list[Any]:
     """The trees ``tree_stack`` was given: one tree per index along the leaves' axis 0.
 
     >>> import numpy as np
-    >>> tree_unstack({'x': np.array([[1, 2], [3, 4]]), 'y': np.array([0, 1])})
-    [{'x': array([1, 2]), 'y': np.int64(0)}, {'x': array([3, 4]), 'y': np.int64(1)}]
+    >>> tree_unstack({'x': np.array([[1, 2], [3, 4]]), 'y': np.array([[0], [1]])})
+    [{'x': array([1, 2]), 'y': array([0])}, {'x': array([3, 4]), 'y': array([1])}]
 
     Args:
         tree: A tree whose leaves are arrays with one leading axis length.

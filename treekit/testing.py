@@ -5,7 +5,7 @@ re-exports both. ``import treekit`` does not import it; ``import treekit.testing
 hypothesis (numpy only when an array strategy is built, jax only for jax arrays).
 
 >>> from hypothesis import find, settings
->>> quick = settings(max_examples=100, database=None, derandomize=True)
+>>> quick = settings(max_examples=300, database=None, derandomize=True)
 >>> example = find(trees(), lambda t: isinstance(t, list) and len(t) == 2, settings=quick)
 >>> type(example), len(example)
 (<class 'list'>, 2)
