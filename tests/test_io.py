@@ -245,3 +245,33 @@ def test_show_uses_the_same_loader(tmp_path: Path, capsys: pytest.CaptureFixture
     )
     with zipfile.ZipFile(tmp_path / "t.npz") as z:
         assert "__treekit__.npy" in z.namelist()
+
+
+def test_a_record_naming_a_function_as_a_class_runs_nothing(tmp_path: Path) -> None:
+    name = tmp_path / "t.npz"
+    head = b'{"format": "treekit.save", "version": 1, "nodes": '
+    sentinel = tmp_path / "ran"
+    command = f"touch {sentinel}".encode()
+    record = head + b'[{"value": "' + command + b'"}, {"node": "namedtuple", "n": 1, "type": "os:system"}]}'
+    np.savez(name, __treekit__=np.frombuffer(record, np.uint8))
+    with pytest.raises(ValueError, match=r"os\.system is not a namedtuple class"):
+        treekit.load(name)
+    assert not sentinel.exists()
+    record = head + b'[{"node": "defaultdict", "n": 0, "keys": [], "factory": {"ref": "os:abort"}}]}'
+    np.savez(name, __treekit__=np.frombuffer(record, np.uint8))
+    with pytest.raises(ValueError, match="default_factory must be a class or None"):
+        treekit.load(name)
+    assert os.path.exists(name)
+
+
+def test_a_defaultdict_saves_with_a_class_factory_only(tmp_path: Path) -> None:
+    tree = {"counts": collections.defaultdict(list, {"a": [1]})}
+    treekit.save(tmp_path / "t.npz", tree)
+    back = treekit.load(tmp_path / "t.npz")["counts"]
+    assert back.default_factory is list and back == tree["counts"]
+    with pytest.raises(TypeError, match="default_factory"):
+        treekit.save(tmp_path / "u.npz", collections.defaultdict(_zero))
+
+
+def _zero() -> int:
+    return 0

@@ -149,6 +149,8 @@ def _node_record(ntype: Any, data: Any, arity: int) -> dict[str, Any]:
         if original is not None:
             record["order"] = [_encode(k) for k in original]
         if kind == "defaultdict":
+            if data[0] is not None and not isinstance(data[0], type):
+                raise _Unsaveable(f"a defaultdict whose default_factory is {data[0]!r:.60} (a class or None saves)")
             record["factory"] = _encode(data[0])
         return record
     if ntype is NAMEDTUPLE:
@@ -333,10 +335,17 @@ def _node(kind: str, entry: dict[str, Any], children: list[Any]) -> Any:
         if kind == "ordereddict":
             return collections.OrderedDict(out)
         if kind == "defaultdict":
-            return collections.defaultdict(_decode(entry["factory"]), out)
+            factory = _decode(entry["factory"])
+            if factory is not None and not isinstance(factory, type):
+                raise ValueError(f"a defaultdict's default_factory must be a class or None, got {factory!r:.60}")
+            return collections.defaultdict(factory, out)
         return out
     cls = _decode({"ref": entry["type"]})
     if kind == "namedtuple":
+        # Only a namedtuple class is called: a record naming any other callable (os.system)
+        # must not run it, or a file could run code as a pickle can.
+        if not (isinstance(cls, type) and issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple)):
+            raise ValueError(f"{entry['type'].replace(':', '.')} is not a namedtuple class")
         return cls(*children)
     ntype = lookup(cls)
     if ntype is None or ntype.type is not cls:
@@ -351,7 +360,9 @@ def load(path: str | os.PathLike[str], like: Any = None) -> Any:
     :func:`save` did not write (``numpy.savez``'s) loads as nested dicts, its keys split on
     ``/`` (as ``params.unflatten_dict``). Nothing is unpickled and nothing is imported: the
     modules defining the file's namedtuple and dataclass classes must be imported first (and
-    registered classes registered).
+    registered classes registered). The only code a file can make run is a namedtuple class's
+    constructor and a registered class's unflatten function: a record naming any other
+    callable there (``os:system``) is refused.
 
     >>> import os, tempfile
     >>> import numpy as np
