@@ -25,8 +25,10 @@ from treekit._checks import assert_trees_all_equal as assert_trees_all_equal
 from treekit._checks import same_structure as same_structure
 from treekit._checks import tree_diff as tree_diff
 from treekit._core import backend as backend
+from treekit._default_registry import default_registry as default_registry
 from treekit._errors import StructureAssertionError as StructureAssertionError
 from treekit._errors import StructureMismatchError as StructureMismatchError
+from treekit._errors import TransposeMismatchError as TransposeMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
 from treekit._format import format_tree as format_tree
 from treekit._io import PickleRefused as PickleRefused
@@ -160,6 +162,7 @@ __all__ = [
     "SpecMismatchError",
     "StructureAssertionError",
     "StructureMismatchError",
+    "TransposeMismatchError",
     "TreeCycleError",
     "TreeDef",
     "TreeDiff",
@@ -176,6 +179,7 @@ __all__ = [
     "backend",
     "check_spec",
     "combine",
+    "default_registry",
     "flatten_one_level",
     "flatten_one_level_with_keys",
     "format_tree",

@@ -10,8 +10,10 @@ from treekit._keys import KeyPath, keystr
 __all__ = [
     "StructureAssertionError",
     "StructureMismatchError",
+    "TransposeMismatchError",
     "TreeCycleError",
     "flatten_noted",
+    "not_a_bool",
     "noted",
     "type_names",
     "where_text",
@@ -101,6 +103,23 @@ class StructureAssertionError(StructureMismatchError, AssertionError):
         return cls(error.label, error.path, error.expected, error.got, error.detail, error.hint)
 
 
+class TransposeMismatchError(StructureMismatchError, TypeError):
+    """:func:`~treekit.tree_transpose`'s tree is not ``outer_treedef`` composed with ``inner_treedef``.
+
+    A :class:`StructureMismatchError` (so a ``ValueError``) that is also a ``TypeError``, the
+    class JAX raises there: ``except TypeError`` written for JAX keeps working.
+
+    >>> from treekit import tree_structure, tree_transpose
+    >>> try:
+    ...     tree_transpose(tree_structure([0, 0]), tree_structure((0, 0)), [(1, 2), [3, 4]])
+    ... except TypeError as err:
+    ...     print(err)
+    pytree_to_transpose[1]: expected tuple of length 2, got list of length 2
+    """
+
+    __module__ = "treekit"
+
+
 class TreeCycleError(ValueError):
     """A container is its own descendant; ``path`` is where the cycle closes.
 
@@ -156,6 +175,22 @@ def flatten_noted(label: str, path: KeyPath, cls: type, exc: Exception) -> Excep
     ['rest[0]: raised while flattening dict']
     """
     return noted(exc, f"{label}{keystr(path)}: raised while flattening {cls.__qualname__}")
+
+
+def not_a_bool(label: str, path: KeyPath, value: object) -> ValueError:
+    """The error for an ``is_leaf`` that returned ``value`` at ``label + path``: jax accepts only
+    ``True``, ``False`` and ``None`` (numpy's ``bool_`` too is refused, as in jax).
+
+    >>> print(not_a_bool('tree', (), 1))
+    is_leaf(tree): expected True, False or None, got int 1
+    pass is_leaf=lambda x: bool(...) to convert
+    """
+    cls = type(value)
+    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    return ValueError(
+        f"is_leaf({label}{keystr(path)}): expected True, False or None, got {name} {value!r:.40}\n"
+        "pass is_leaf=lambda x: bool(...) to convert"
+    )
 
 
 def where_text(path: KeyPath) -> str:

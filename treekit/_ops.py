@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn, TypeVar, overload
 
 from treekit._core import NATIVE
-from treekit._errors import noted, where_text
+from treekit._errors import StructureMismatchError, TransposeMismatchError, noted, where_text
 from treekit._keys import KeyPath
 from treekit._registry import lookup
 from treekit._traverse import IsLeaf, flatten
@@ -487,22 +487,51 @@ def tree_transpose(outer_treedef: TreeDef, inner_treedef: TreeDef | None, pytree
         A tree of structure ``inner_treedef`` whose leaves are trees of structure
         ``outer_treedef``.
 
+    A registered class whose flatten function re-flattens its contents (JAX's ``FlatCache``
+    test class: one child per leaf, the structure in its node data) transposes as in JAX: such
+    a node is matched by its leaf count.
+
     Raises:
-        StructureMismatchError: If the tree is not ``outer`` composed with ``inner``; the
-            message names the key path (jax only compares leaf counts).
+        TransposeMismatchError: If the tree is not ``outer`` composed with ``inner``; the
+            message names the key path (jax only compares leaf counts). It is both a
+            :class:`StructureMismatchError` and a ``TypeError`` (JAX's class).
         TypeError: If a treedef argument is not a treedef (a JAX ``PyTreeDef`` is converted).
     """
     outer_treedef = as_treedef(outer_treedef, "outer_treedef")
     if inner_treedef is not None:
         inner_treedef = as_treedef(inner_treedef, "inner_treedef")
-    if inner_treedef is None:
-        first = outer_treedef._walk(pytree_to_transpose, "pytree_to_transpose")
-        inner_treedef = flatten(first[0] if first else None)[1]
-    composed = outer_treedef.compose(inner_treedef)
-    flat = composed._walk(pytree_to_transpose, "pytree_to_transpose", strict=True)
+    try:
+        if inner_treedef is None:
+            first = outer_treedef._walk(pytree_to_transpose, "pytree_to_transpose")
+            inner_treedef = flatten(first[0] if first else None)[1]
+        composed = outer_treedef.compose(inner_treedef)
+        flat = composed._walk(pytree_to_transpose, "pytree_to_transpose", strict=True)
+    except StructureMismatchError as err:
+        leaves, treedef, _ = flatten(pytree_to_transpose)
+        if inner_treedef is None or not _same_but_registered(composed._nodes, treedef._nodes):
+            raise TransposeMismatchError(err.label, err.path, err.expected, err.got, err.detail, err.hint) from None
+        flat = leaves
     # flat holds one row of `width` inner leaves per outer leaf; column k is every width-th.
     width = inner_treedef.num_leaves
     return inner_treedef._build([outer_treedef._build(flat[k::width]) for k in range(width)])
+
+
+def _same_but_registered(want: tuple[Any, ...], have: tuple[Any, ...]) -> bool:
+    """Whether two post-order node lists agree, registered classes' nodes compared by type and
+    leaf count only (their children and node data are theirs to choose)."""
+    i, j = len(want), len(have)
+    while i and j:
+        i, j = i - 1, j - 1
+        w, h = want[i], have[j]
+        if w[0] is not h[0]:
+            return False
+        if w[0] is not None and w[0].kind in ("custom", "jax"):
+            if w[3] != h[3]:
+                return False
+            i, j = i - w[4] + 1, j - h[4] + 1
+        elif w[2] != h[2] or w[1] != h[1]:
+            return False
+    return i == j == 0
 
 
 def tree_broadcast(prefix_tree: PyTree, full_tree: PyTree, is_leaf: IsLeaf | None = None) -> PyTree:

@@ -818,3 +818,29 @@ def flatten_one_level_with_keys(tree: Any) -> tuple[Iterable[tuple[KeyEntry, Any
     """
     _, children, data, keys = _one_level(tree, True)
     return tuple(zip(keys, children)), data
+
+
+def node_record_data(ntype: NodeType, cls: type, data: Any, arity: int) -> tuple[Any, list[int]]:
+    """A TreeDef record's node data for ``(cls, data)`` as ``node_data()`` shows it over
+    ``arity`` children, and the order the children go in (dict keys go in leaf order)."""
+    kind = ntype.kind
+    order = list(range(arity))
+    if kind in ("dict", "defaultdict", "ordereddict"):
+        keys = list(data[1] if kind == "defaultdict" else data)
+        if len(keys) != arity or len(set(keys)) != arity:
+            raise ValueError(f"node_data: expected {arity} distinct keys, one per child, got {keys!r:.80}")
+        if kind == "ordereddict":
+            return tuple(keys), order
+        position = dict(zip(keys, order))
+        ordered = dict_order(position)
+        order = [position[key] for key in ordered]
+        return ((data[0], ordered) if kind == "defaultdict" else ordered), order
+    if kind == "namedtuple":
+        if len(cls._fields) != arity:  # type: ignore[attr-defined]
+            raise ValueError(f"children: expected {len(cls._fields)} for {cls.__qualname__}, got {arity}")  # type: ignore[attr-defined]
+        return cls, order
+    if kind in ("list", "tuple", "none"):
+        if kind == "none" and arity:
+            raise ValueError(f"children: expected none for None, got {arity}")
+        return None, order
+    return data, order

@@ -7,7 +7,7 @@ from itertools import repeat
 from typing import Any
 
 from treekit._core import NATIVE
-from treekit._errors import TreeCycleError, flatten_noted
+from treekit._errors import TreeCycleError, flatten_noted, not_a_bool
 from treekit._keys import KeyPath, keystr
 from treekit._registry import LIST, MISSING, TUPLE, TYPES, resolve, sequence_keys
 from treekit._treedef import LEAF, Node, TreeDef
@@ -73,13 +73,20 @@ def flatten(
             i += 1
             if is_leaf is None:
                 child_type = get(type(child), MISSING)
-            elif leaf_takes_path:
-                if prefix is None:
-                    prefix = tuple(keypath)
-                stop = is_leaf((*prefix, keys[i - 1]) if stack else (), child)
-                child_type = None if stop else get(type(child), MISSING)
             else:
-                child_type = None if is_leaf(child) else get(type(child), MISSING)
+                if leaf_takes_path:
+                    if prefix is None:
+                        prefix = tuple(keypath)
+                    stop = is_leaf((*prefix, keys[i - 1]) if stack else (), child)
+                else:
+                    stop = is_leaf(child)
+                if stop is True:
+                    child_type = None
+                elif stop is False or stop is None:
+                    child_type = get(type(child), MISSING)
+                else:  # jax's rule: a bool (or None), not numpy's bool_ or 0/1
+                    frames = [*stack[1:], (node, ntype, data, children, n, i)] if stack else []
+                    raise not_a_bool(label, tuple(_frame_keys(frames)), stop)
             if child_type is MISSING:
                 child_type = resolve(type(child))
             if child_type is None:  # a leaf, or what is_leaf takes for one

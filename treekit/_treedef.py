@@ -8,7 +8,7 @@ from typing import Any
 
 from treekit._core import NATIVE
 from treekit._describe import describe_leaf, is_array
-from treekit._errors import StructureMismatchError, flatten_noted, noted, type_names
+from treekit._errors import StructureMismatchError, flatten_noted, not_a_bool, noted, type_names
 from treekit._keys import KeyPath
 from treekit._registry import (
     DICT,
@@ -20,6 +20,7 @@ from treekit._registry import (
     TYPES,
     NodeType,
     dict_keys,
+    node_record_data,
     plain_data,
     resolve,
     sequence_keys,
@@ -31,6 +32,7 @@ __all__ = ["CONVERTERS", "LEAF", "Node", "TreeDef", "as_treedef", "describe", "m
 # A leaf is (None, None, 0, 1, 1).
 Node = tuple[Any, Any, int, int, int]
 LEAF: Node = (None, None, 0, 1, 1)
+_NONE_LEFT: Any = object()
 _SHAPE = itemgetter(0, 2)  # what a TreeDef's hash reads of each node: its type and arity
 _DICTS = ("dict", "ordereddict", "defaultdict")
 
@@ -285,7 +287,11 @@ class TreeDef:
                 if with_path:
                     found.append(_unlink(link))
                 continue
-            if is_leaf is not None and is_leaf(sub):
+            if is_leaf is not None and (leafy := is_leaf(sub)) is not False and leafy is not None:
+                if leafy is not True:
+                    if not with_path:  # found again with the key path
+                        return self._walk(tree, label, strict, is_leaf, [])
+                    raise not_a_bool(label, _unlink(link), leafy)
                 got = None
             else:
                 got = get(type(sub), MISSING)
@@ -399,6 +405,136 @@ class TreeDef:
         if ntype.kind == "namedtuple":
             return data, None
         return ntype.type, plain_data(ntype, data)
+
+    # -- jax's PyTreeDef extras ------------------------------------------------------------------
+    def walk(
+        self,
+        f_node: Callable[[tuple[Any, ...], Any], Any],
+        f_leaf: Callable[[Any], Any] | None,
+        leaves: Iterable[Any],
+    ) -> Any:
+        """Fold ``leaves`` up this structure: ``f_leaf(leaf)`` at each leaf, then
+        ``f_node(children's results as a tuple, node data)`` at each node, bottom-up (jax's).
+
+        >>> from treekit import tree_structure
+        >>> tree_structure({'b': [0, 0], 'a': 0}).walk(lambda kids, data: (kids, data), str, [1, 2, 3])
+        (('1', (('2', '3'), None)), ['a', 'b'])
+
+        Args:
+            f_node: Called as ``f_node(results, node_data)``; ``node_data`` is that of
+                :meth:`node_data` without the type (a namedtuple's is its class).
+            f_leaf: Called on each leaf; ``None`` keeps the leaf.
+            leaves: Exactly ``num_leaves`` values, in leaf order.
+
+        Returns:
+            What ``f_node`` returned at the root (``f_leaf``'s result for a leaf treedef).
+
+        Raises:
+            ValueError: If ``leaves`` holds too few or too many values.
+        """
+        it = iter(leaves)
+        stack: list[Any] = []
+        for ntype, data, arity, _, _ in self._nodes:
+            if ntype is None:
+                leaf = next(it, _NONE_LEFT)
+                if leaf is _NONE_LEFT:
+                    raise ValueError(f"leaves: expected {self.num_leaves} leaves, got fewer (for {_short(self)})")
+                stack.append(leaf if f_leaf is None else f_leaf(leaf))
+                continue
+            kids = tuple(stack[len(stack) - arity :])
+            del stack[len(stack) - arity :]
+            shown = list(data) if ntype.kind == "dict" else plain_data(ntype, data)
+            stack.append(f_node(kids, shown))
+        if next(it, _NONE_LEFT) is not _NONE_LEFT:
+            raise ValueError(f"leaves: expected {self.num_leaves} leaves, got more (for {_short(self)})")
+        return stack[0]
+
+    def from_iterable_tree(self, iterable_tree: Any) -> Any:
+        """Build a tree of this structure from nested iterables of children (jax's).
+
+        Each node of ``iterable_tree`` is any iterable of that node's children in leaf order
+        (``[]`` for ``None``); at this structure's leaves, whatever is there is taken as is.
+
+        >>> from treekit import tree_structure
+        >>> tree_structure({'a': (0, 0), 'b': None}).from_iterable_tree([[1, 2], []])
+        {'a': (1, 2), 'b': None}
+
+        Args:
+            iterable_tree: Nested iterables shaped as this structure.
+
+        Returns:
+            The tree, each node rebuilt by its type from its children.
+
+        Raises:
+            TypeError: If a node's place holds something that is not iterable.
+            ValueError: If a node's iterable holds the wrong number of children; the message
+                names its key path (positions in ``iterable_tree``).
+        """
+        nodes = self._nodes
+        out: list[Any] = []
+        stack: list[tuple[Any, KeyPath]] = [(iterable_tree, ())]
+        j = len(nodes)
+        while j:
+            j -= 1
+            ntype, data, arity = nodes[j][:3]
+            sub, path = stack.pop()
+            if ntype is None:
+                out.append(sub)
+                continue
+            kids = list(sub)
+            if len(kids) != arity:
+                raise StructureMismatchError(
+                    "iterable_tree", path, f"{_count(arity)} for {describe(ntype, data, arity)}", str(len(kids))
+                )
+            stack += [(kid, (*path, key)) for key, kid in zip(sequence_keys(arity), kids)]
+        out.reverse()
+        return self._build(out)
+
+    @staticmethod
+    def from_node_data_and_children(
+        registry: Any, node_data: tuple[type, Any] | None, children: Iterable[Any]
+    ) -> TreeDef:
+        """The treedef whose root is ``node_data`` over ``children`` (jax's), the inverse of
+        :meth:`node_data` and :meth:`children`.
+
+        >>> from treekit import default_registry, tree_structure
+        >>> treedef = tree_structure({'b': [0, 0], 'a': 0})
+        >>> TreeDef.from_node_data_and_children(default_registry, treedef.node_data(), treedef.children())
+        PyTreeDef({'a': *, 'b': [*, *]})
+
+        Args:
+            registry: ``treekit.default_registry``.
+            node_data: ``(type, node data)`` as :meth:`node_data` gives it; ``None`` for a leaf.
+                Dict keys may come in any order: each key keeps its child.
+            children: The children's treedefs (a JAX ``PyTreeDef`` is converted).
+
+        Returns:
+            The :class:`TreeDef`.
+
+        Raises:
+            TypeError: If ``registry`` is not treekit's, or a child is not a treedef.
+            ValueError: If the type is not registered, or the number of children does not fit
+                it (dict keys, namedtuple fields, ``None``).
+        """
+        node_type = getattr(registry, "_node_type", None)
+        if node_type is None:
+            raise TypeError(f"registry: expected treekit.default_registry, got {type(registry).__name__}")
+        kids = [as_treedef(kid, f"children[{i}]") for i, kid in enumerate(children)]
+        if node_data is None:
+            if kids:
+                raise ValueError(f"children: expected none for a leaf, got {len(kids)}")
+            return TreeDef((LEAF,))
+        cls, data = node_data
+        ntype = node_type(cls)
+        if ntype is None:
+            raise ValueError(f"node_data: expected a registered node type, got {getattr(cls, '__qualname__', cls)!r}")
+        data, order = node_record_data(ntype, cls, data, len(kids))
+        nodes: list[Node] = []
+        for k in order:
+            nodes += kids[k]._nodes
+        leaves = sum(kid.num_leaves for kid in kids)
+        nodes.append((ntype, data, len(kids), leaves, len(nodes) + 1))
+        return TreeDef(tuple(nodes))
 
     def compose(self, inner: TreeDef) -> TreeDef:
         """The structure of this tree with a copy of ``inner`` at each leaf.
