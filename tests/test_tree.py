@@ -50,20 +50,14 @@ def test_treekit_all_is_what_it_exports() -> None:
 
 
 # Names of jax.tree_util that treekit deliberately does not have, and why.
-NOT_IN_TREEKIT = {
-    # treekit has one registry and no namespaces (STYLE.md §3): nothing to pass around.
-    "default_registry",
-}
+NOT_IN_TREEKIT: set[str] = set()  # default_registry too is there (issue 12 item 9)
 # treekit name for a jax.tree_util name, where they differ.
 RENAMED: dict[str, str] = {}
-# PyTreeDef methods of jaxlib that TreeDef does not have (outside issue 2: protobuf
-# serialization, building treedefs from node data, the walk helper).
+# PyTreeDef methods of jaxlib that TreeDef does not have: protobuf serialization, a
+# deliberate difference (docs/migration.md, "No proto serialization").
 TREEDEF_NOT_IN_TREEKIT = {
     "deserialize_using_proto",
-    "from_iterable_tree",
-    "from_node_data_and_children",
     "serialize_using_proto",
-    "walk",
 }
 
 
