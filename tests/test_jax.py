@@ -349,6 +349,7 @@ def test_treedefs_convert_both_ways_for_every_case(case_types: None) -> None:
         assert tk.treedef_from_jax(theirs) == ours, case.name
         assert tk.treedef_to_jax(ours) == theirs, case.name
         assert tk.treedef_from_jax(ours) is ours and tk.treedef_to_jax(theirs) is theirs
+        assert ours != theirs  # docs/jax.md: never equal across libraries; convert first
 
 
 def test_jax_treedefs_are_accepted_wherever_treedefs_are(nodes: None) -> None:
@@ -368,6 +369,15 @@ def test_jax_treedefs_are_accepted_wherever_treedefs_are(nodes: None) -> None:
     assert tk.tree_transpose(outer, inner, rows) == jtu.tree_transpose(outer, inner, rows)
     assert tk.tree_transpose(outer, None, rows) == {"a": [1, 3], "b": [2, 4]}
     assert tk.tree_transpose(outer, tk.tree_structure({"a": 0, "b": 0}), rows) == {"a": [1, 3], "b": [2, 4]}
+
+
+def test_trees_like_takes_a_jax_treedef() -> None:
+    hypothesis = pytest.importorskip("hypothesis")
+    from treekit.testing import trees_like
+
+    quick = hypothesis.settings(max_examples=20, database=None, derandomize=True)
+    found = hypothesis.find(trees_like(jtu.tree_structure({"w": [0, 0], "b": None})), lambda t: True, settings=quick)
+    assert tk.tree_structure(found) == tk.tree_structure({"b": None, "w": [0, 0]})
 
 
 def test_jax_treedefs_of_types_only_jax_knows_convert() -> None:
