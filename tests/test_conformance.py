@@ -170,6 +170,7 @@ def test_is_leaf_must_return_a_bool_or_none() -> None:
     for call in (
         lambda: treekit.tree_leaves(tree, is_leaf=numpy_bool),
         lambda: treekit.tree_map(lambda x: x, tree, is_leaf=numpy_bool),
+        lambda: treekit.tree_map(lambda x, y: x, tree, tree, is_leaf=numpy_bool),
         lambda: treekit.tree_leaves_with_path(tree, is_leaf=lambda p, x: numpy_bool(x), is_leaf_takes_path=True),
     ):
         with pytest.raises(ValueError) as info:

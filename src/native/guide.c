@@ -38,12 +38,13 @@ int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, P
         PyObject *got = NULL, *owned = NULL;
         if (is_leaf != NULL) {
             PyObject *r = PyObject_CallOneArg(is_leaf, sub);
-            int stop = r == NULL ? -1 : PyObject_IsTrue(r);
+            /* -2: an answer other than True, False or None; the pure walker raises jax's error */
+            int stop = r == NULL ? -1 : r == Py_True ? 1 : (r == Py_False || r == Py_None) ? 0 : -2;
             Py_XDECREF(r);
             tk_forget(&ctx);
             if (stop < 0) {
                 Py_DECREF(sub);
-                if (tk_defer_error()) goto defer;
+                if (stop == -2 || tk_defer_error()) goto defer;
                 goto done;
             }
             if (stop) got = Py_None;

@@ -242,12 +242,13 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             } else {
                 r = PyObject_CallOneArg(is_leaf, child);
             }
-            int stop = r == NULL ? -1 : PyObject_IsTrue(r);
+            /* -2: an answer other than True, False or None; the pure walker raises jax's error */
+            int stop = r == NULL ? -1 : r == Py_True ? 1 : (r == Py_False || r == Py_None) ? 0 : -2;
             Py_XDECREF(r);
             tk_forget(&ctx);
             if (stop < 0) {
                 Py_DECREF(child);
-                if (tk_defer_error()) goto defer;
+                if (stop == -2 || tk_defer_error()) goto defer;
                 goto done;
             }
             if (stop) ntype = Py_None;
