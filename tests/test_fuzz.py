@@ -82,7 +82,7 @@ SKIP = {
     **dict.fromkeys(
         [
             "treekit.StructureMismatchError", "treekit.TreeCycleError", "treekit.PickleRefused",
-            "treekit.SpecMismatchError", "treekit.StructureAssertionError",
+            "treekit.SpecMismatchError", "treekit.StructureAssertionError", "treekit.TransposeMismatchError",
         ],
         "an exception class (what the fuzzed functions raise)",
     ),
@@ -269,6 +269,14 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     "treekit.TreeDef.num_leaves": lambda g: _treedef(g).num_leaves,
     "treekit.TreeDef.num_nodes": lambda g: _treedef(g).num_nodes,
     "treekit.TreeDef.unflatten": lambda g: _treedef(g).unflatten(g.leaves()),
+    "treekit.TreeDef.walk": lambda g: _treedef(g).walk(g.f(), g.pick(None, g.f()), g.leaves()),
+    "treekit.TreeDef.from_iterable_tree": lambda g: _treedef(g).from_iterable_tree(g.tree),
+    "treekit.TreeDef.from_node_data_and_children": lambda g: treekit.TreeDef.from_node_data_and_children(
+        g.pick(treekit.default_registry, g.other()),
+        g.pick(_treedef(g).node_data(), g.other()),
+        g.pick(_treedef(g).children(), [g.treedef()], g.other()),
+    ),
+    "treekit.default_registry": lambda g: treekit.default_registry.flatten(g.tree, g.pick(None, g.f())),
     # treekit.params
     "treekit.params.adam": lambda g: _opt_step(g, P.adam(g.scalar())),
     "treekit.params.adamw": lambda g: _opt_step(
