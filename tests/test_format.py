@@ -73,7 +73,12 @@ def test_format_tree_of_a_deep_tree() -> None:
         tree = [tree]
     lines = tk.format_tree(tree).splitlines()
     assert len(lines) == 2001
-    assert lines[-1] == "  " * 2000 + "[0]: 0"
+    # Indentation stops at 32 levels; deeper lines say their depth (the text was 4 MB, 100 MB
+    # for 10,000 levels: it grew with the depth squared).
+    assert lines[32] == "  " * 32 + "[0]: list"
+    assert lines[33] == "  " * 32 + "(33) [0]: list"
+    assert lines[-1] == "  " * 32 + "(2000) [0]: 0"
+    assert max(map(len, lines)) == len("  " * 32 + "(1999) [0]: list")
 
 
 def test_summary_table() -> None:

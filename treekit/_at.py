@@ -22,7 +22,7 @@ from typing import Any, Union
 
 from treekit._errors import StructureMismatchError
 from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, KeyPath, SequenceKey, _simple, keystr
-from treekit._registry import lookup
+from treekit._registry import LIST, TUPLE, lookup
 from treekit._traverse import IsLeaf, flatten
 from treekit._treedef import _describe_value, _unflatten, describe
 
@@ -137,6 +137,17 @@ def _descend(tree: Any, path: Any, label: str, sep: str) -> tuple[list[_Frame], 
         if ntype is None:
             token = _token(path, pos, keystr_form, sep)[0]
             raise StructureMismatchError(label, tuple(done), f"a node with a child {token}", _describe_value(node))
+        step: Any = None if is_str else path[pos]
+        if (ntype is LIST or ntype is TUPLE) and type(step) in (int, SequenceKey):
+            # A list or tuple taken by index: at once, not by a search of its key entries.
+            index = step if type(step) is int else step.idx
+            index += len(node) if type(step) is int and index < 0 else 0
+            if 0 <= index < len(node):
+                frames.append((ntype, list(node), None, index))
+                done.append(SequenceKey(index))
+                node = node[index]
+                pos += 1
+                continue
         children, data, keys = ntype.flatten(node, True)
         assert keys is not None
         if keystr_form:
@@ -144,7 +155,7 @@ def _descend(tree: Any, path: Any, label: str, sep: str) -> tuple[list[_Frame], 
         elif is_str:
             index, next_pos = _simple_index(path, pos, keys, sep)
         else:
-            index, next_pos = _key_index(path[pos], keys), pos + 1
+            index, next_pos = _key_index(step, keys), pos + 1
         if index < 0 and pos == 0 and is_str and not keystr_form and sep not in path:
             named = _named(tree, path)  # optax's form: a bare key name, found anywhere
             if len(named) == 1:

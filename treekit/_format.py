@@ -6,25 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from treekit._describe import describe_leaf
-from treekit._keys import KeyPath
+from treekit._registry import LIST, TUPLE
 from treekit._traverse import IsLeaf, flatten
-from treekit._treedef import Node, TreeDef
+from treekit._treedef import Node
 
 __all__ = ["format_tree"]
 
-def _preorder(treedef: TreeDef) -> list[int]:
-    """Indices of ``treedef``'s post-order records, in pre-order (root first, left to right)."""
-    nodes = treedef._nodes
-    order: list[int] = []
-    stack = [len(nodes) - 1]
-    while stack:
-        j = stack.pop()
-        order.append(j)
-        k = j - 1
-        for _ in range(nodes[j][2]):  # children, right to left: the leftmost ends on top
-            stack.append(k)
-            k -= nodes[k][4]
-    return order
+_INDENT_LEVELS = 32  # deeper lines are indented this much, then say their depth: "(40) "
+
+
+def _indent(depth: int) -> str:
+    return "  " * depth if depth <= _INDENT_LEVELS else f"{'  ' * _INDENT_LEVELS}({depth}) "
 
 
 def _node_text(node: Node) -> str:
@@ -47,6 +39,8 @@ def format_tree(
     or tuple with more than ``max_items`` children shows its first and last ``max_items // 2``.
     Joining the key entries down a branch gives the leaf's key path (see :func:`keystr`).
     Below ``max_depth`` key entries, a node shows as one line with its leaf count.
+    Indentation stops growing 32 levels down: deeper lines start with their depth, ``(40) ``,
+    so that the text grows linearly with the tree, however deep.
 
     >>> import numpy as np
     >>> params = {'layers': [{'w': np.zeros((2, 2), np.float32), 'b': np.zeros(2, np.float32)}],
@@ -87,42 +81,44 @@ def format_tree(
     """
     if max_depth is not None and (type(max_depth) is not int or max_depth < 0):
         raise ValueError(f"max_depth: expected None or an int >= 0, got {max_depth!r}")
-    visits: list[KeyPath] = []
-
-    def visit(path: KeyPath, x: Any) -> bool:
-        visits.append(path)
-        return is_leaf is not None and bool(is_leaf(x))
-
-    leaves, treedef, _ = flatten(tree, visit, with_path=True, leaf_takes_path=True)
+    treedef = flatten(tree, is_leaf)[1]
     nodes = treedef._nodes
     half = max(max_items // 2, 1)
     lines: list[str] = []
-    # One frame per open node: [arity, children seen, hidden, folds].
-    frames: list[list[Any]] = []
-    leaf_iter = iter(leaves)
-    for path, j in zip(visits, _preorder(treedef)):
-        node = nodes[j]
-        depth = len(path)
-        del frames[depth:]
-        hidden = False
-        if depth:
-            parent = frames[-1]
-            index = parent[1]
-            parent[1] += 1
-            hidden = parent[2]
-            if not hidden and parent[3] and half <= index < parent[0] - half:
-                hidden = True
-                if index == half:
-                    lines.append(f"{'  ' * depth}... {parent[0] - 2 * half} more")
-        if node[0] is None:
-            text = describe_leaf(next(leaf_iter))
+    # Pre-order over the records, with each node's subtree and the key entry leading to it,
+    # taken again from its flatten function (the treedef says where the walk stops); a str
+    # is a finished line. Lines are made once each: linear in the size of the tree at any depth.
+    todo: list[Any] = [(len(nodes) - 1, tree, "", 0)]
+    while todo:
+        item = todo.pop()
+        if type(item) is str:
+            lines.append(item)
+            continue
+        j, sub, key, depth = item
+        ntype, arity = nodes[j][0], nodes[j][2]
+        text = describe_leaf(sub) if ntype is None else _node_text(nodes[j])
+        cut = arity > 0 and max_depth is not None and depth >= max_depth
+        if cut:
+            text += f" ... ({nodes[j][3]} lea{'f' if nodes[j][3] == 1 else 'ves'})"
+        lines.append(f"{_indent(depth)}{key}: {text}" if depth else text)
+        if not arity or cut:
+            continue
+        if ntype is LIST or ntype is TUPLE:
+            children, keys = sub, [f"[{i}]" for i in range(arity)]
         else:
-            text = _node_text(node)
-            folds = node[0].kind in ("list", "tuple") and node[2] > max_items
-            cut = max_depth is not None and depth >= max_depth and node[2] > 0
-            if cut:
-                text += f" ... ({node[3]} lea{'f' if node[3] == 1 else 'ves'})"
-            frames.append([node[2], 0, hidden or cut, folds])
-        if not hidden:
-            lines.append(f"{'  ' * depth}{path[-1]}: {text}" if depth else text)
+            children, _, entries = ntype.flatten(sub, True)
+            keys = [str(entry) for entry in entries]
+        if len(children) != arity:  # a flatten function that answers differently each time
+            raise ValueError(
+                f"tree: the flatten function of {_node_text(nodes[j])} gave {arity} children, "
+                f"then {len(children)}"
+            )
+        folds = ntype.kind in ("list", "tuple") and arity > max_items
+        k = j - 1
+        for index in range(arity - 1, -1, -1):  # pushed right to left: popped left to right
+            if not folds or index < half or index >= arity - half:
+                todo.append((k, children[index], keys[index], depth + 1))
+            elif index == half:
+                todo.append(f"{_indent(depth + 1)}... {arity - 2 * half} more")
+            k -= nodes[k][4]
     return "\n".join(lines)

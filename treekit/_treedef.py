@@ -235,6 +235,7 @@ class TreeDef:
         is_leaf: Callable[[Any], bool] | None = None,
         paths: list[KeyPath] | None = None,
         errors: list[tuple[int, int, StructureMismatchError]] | None = None,
+        _again: bool = False,
     ) -> list[Any]:
         """The one guided walker: match ``tree`` against the nodes; errors name the leftmost mismatch.
 
@@ -243,9 +244,11 @@ class TreeDef:
         last child first), so that a node's children go on the stack in one ``extend``, and
         reverses its results at the end. Keys are tracked only with ``paths`` or ``errors``:
         the happy path makes no key entries, and a mismatch found without them is found
-        again with them. With keys, each mismatch and each failing flatten function is noted
+        again with them (``_again``). With keys, each mismatch and each failing flatten
+        function is noted (its key path kept as a link, its error made only if it is raised)
         and the walk goes on past its node; the one raised is the last noted, the leftmost:
-        the one a left-to-right walk would meet first.
+        the one a left-to-right walk would meet first. Key paths are made only for ``paths``
+        and for the errors made, so that finding a mismatch costs one walk more, at any depth.
 
         With ``errors`` (a list), mismatches are collected instead of raised: each appends
         ``(start, stop, error)``, left to right, where this treedef's leaves ``start:stop`` lie
@@ -257,17 +260,19 @@ class TreeDef:
             if found_native is not NATIVE.DEFER:
                 return found_native  # type: ignore[no-any-return]
         nodes = self._nodes
-        with_path = paths is not None or errors is not None
+        with_path = paths is not None or errors is not None or _again
+        want_paths = paths is not None
         out: list[Any] = []
         add = out.append
         stack = [tree]
         pop = stack.pop
         # With keys: each subtree's key path as a linked list (parent link, key entry), so
         # that deep trees cost no copying (_unlink makes the tuple), and the paths found,
-        # right to left; each problem as (start, stop, error, cause), right to left.
+        # right to left; each problem as (start, stop, link, record, subtree, its record or
+        # None, the exception its flatten function raised or None), right to left.
         links: list[Any] = [None]
         found: list[KeyPath] = []
-        problems: list[tuple[int, int, Exception, Exception | None]] = []
+        problems: list[tuple[Any, ...]] = []
         get = TYPES.get
         seq, tup = LIST, TUPLE
         keys: Any
@@ -284,7 +289,7 @@ class TreeDef:
             ntype = record[0]
             if ntype is None and not strict and is_leaf is None:  # any subtree goes at a leaf
                 add(sub)
-                if with_path:
+                if want_paths:
                     found.append(_unlink(link))
                 continue
             if is_leaf is not None and (leafy := is_leaf(sub)) is not False and leafy is not None:
@@ -301,7 +306,7 @@ class TreeDef:
             if ntype is None:
                 if not strict or got is None:
                     add(sub)
-                    if with_path:
+                    if want_paths:
                         found.append(_unlink(link))
                     continue
             elif got is ntype:
@@ -319,7 +324,7 @@ class TreeDef:
                             # Every child is a leaf (wide lists, dicts of arrays): take them as they are.
                             out += children[::-1]
                             j -= arity
-                            if with_path:
+                            if want_paths:
                                 prefix = _unlink(link)
                                 found += [(*prefix, key) for key in reversed(keys)]
                             continue
@@ -329,9 +334,8 @@ class TreeDef:
                         continue
                     got_node = (ntype, data, len(children), 0, 0)
             if not with_path:
-                return self._walk(tree, label, strict, is_leaf, [])
+                return self._walk(tree, label, strict, is_leaf, _again=True)
             # A mismatch, or a failing flatten function, at `sub`: noted, and its subtree skipped.
-            path = _unlink(link)
             if got is not None and got_node is None and cause is None:
                 try:
                     children, data, _ = got.flatten(sub, False)
@@ -339,26 +343,29 @@ class TreeDef:
                 except Exception as exc:
                     cause = exc
             stop = nodes[-1][3] - len(out)
-            if cause is None:
-                problems.append((stop - record[3], stop, mismatch(label, path, record, sub, got_node), None))
-            else:
-                problems.append((stop - record[3], stop, flatten_noted(label, path, type(sub), cause), cause))
+            problems.append((stop - record[3], stop, link, record, sub, got_node, cause))
             out += [None] * record[3]
-            found += [path] * record[3]
+            if want_paths:
+                found += [_unlink(link)] * record[3]
             j -= record[4] - 1
         out.reverse()
         if not with_path:
             return out
         if problems:
-            failures = [problem for problem in problems if problem[3] is not None]
+            failures = [problem for problem in problems if problem[6] is not None]
             if errors is None or failures:
-                _, _, problem, cause = (problems if errors is None else failures)[-1]
+                _, _, link, record, sub, got_node, cause = (problems if errors is None else failures)[-1]
+                path = _unlink(link)
                 if cause is None:
-                    raise problem from None
+                    raise mismatch(label, path, record, sub, got_node) from None
+                problem = flatten_noted(label, path, type(sub), cause)
                 if problem is cause:  # the user's own exception, noted with its key path
                     raise cause
                 raise problem from cause
-            errors += [(start, stop, error) for start, stop, error, _ in reversed(problems)]  # type: ignore[misc]
+            errors += [
+                (start, stop, mismatch(label, _unlink(link), record, sub, got_node))
+                for start, stop, link, record, sub, got_node, _ in reversed(problems)
+            ]
         if paths is not None:
             found.reverse()
             paths += found
@@ -736,26 +743,50 @@ def _short(treedef: TreeDef) -> str:
 
 
 def _render(nodes: tuple[Node, ...]) -> str:
-    stack: list[str] = []
-    for ntype, data, arity, _, _ in nodes:
-        if ntype is None:
-            stack.append("*")
+    """jax's treedef string, made in one pass: linear in the number of nodes at any depth.
+
+    The records are read root first (a node's children lie just before it, the last child
+    nearest), each node's pieces (opening, separators, its children, closing) going on a
+    stack of work: a string is output, an int is a node to open.
+    """
+    out: list[str] = []
+    todo: list[Any] = [len(nodes) - 1]
+    while todo:
+        item = todo.pop()
+        if type(item) is str:
+            out.append(item)
             continue
-        children = stack[len(stack) - arity :]
-        del stack[len(stack) - arity :]
+        ntype, data, arity = nodes[item][0], nodes[item][1], nodes[item][2]
+        if ntype is None:
+            out.append("*")
+            continue
         kind = ntype.kind
+        if kind == "none":
+            out.append("None")
+            continue
         if kind == "list":
-            text = f"[{', '.join(children)}]"
+            opening, closing = "[", "]"
         elif kind == "tuple":
-            text = f"({children[0]},)" if arity == 1 else f"({', '.join(children)})"
+            opening, closing = "(", ",)" if arity == 1 else ")"
         elif kind == "dict":
-            text = "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(data, children)) + "}"
-        elif kind == "none":
-            text = "None"
+            opening, closing = "{", "}"
         elif kind == "namedtuple":
-            text = f"CustomNode(namedtuple[{data.__name__}], [{', '.join(children)}])"
+            opening, closing = f"CustomNode(namedtuple[{data.__name__}], [", "])"
         else:
             shown = data.node_data()[1] if kind == "jax" else data  # JAX-only: JAX's node data
-            text = f"CustomNode({ntype.type.__name__}[{shown}], [{', '.join(children)}])"
-        stack.append(text)
-    return stack[0]
+            opening, closing = f"CustomNode({ntype.type.__name__}[{shown}], [", "])"
+        out.append(opening)
+        if nodes[item][3] == arity == nodes[item][4] - 1:  # all children are leaves: at once
+            out.append(", ".join([f"{key!r}: *" for key in data] if kind == "dict" else ["*"] * arity))
+            out.append(closing)
+            continue
+        todo.append(closing)
+        kid = item - 1
+        for index in range(arity - 1, -1, -1):  # pushed last child first: popped left to right
+            todo.append(kid)
+            kid -= nodes[kid][4]
+            if kind == "dict":
+                todo.append(f"{data[index]!r}: ")
+            if index:
+                todo.append(", ")
+    return "".join(out)
