@@ -39,8 +39,8 @@ def format_tree(
     or tuple with more than ``max_items`` children shows its first and last ``max_items // 2``.
     Joining the key entries down a branch gives the leaf's key path (see :func:`keystr`).
     Below ``max_depth`` key entries, a node shows as one line with its leaf count.
-    Indentation stops growing 32 levels down: deeper lines start with their depth, ``(40) ``,
-    so that the text grows linearly with the tree, however deep.
+    Indentation stops growing 32 levels down: deeper lines start with their depth in
+    parentheses (``(40) [0]: list``), so that the text grows linearly with the tree.
 
     >>> import numpy as np
     >>> params = {'layers': [{'w': np.zeros((2, 2), np.float32), 'b': np.zeros(2, np.float32)}],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import collections
 import dataclasses
+import gc
 import operator
 import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -150,6 +151,27 @@ def forget_answers() -> None:
         _ANSWERED.clear()
 
 
+def _forget_before_full_collection(phase: str, info: dict[str, Any]) -> None:
+    """Before each full garbage collection, drop the answers remembered for unregistered
+    types (and namedtuple classes' field keys): classes the program has dropped are then
+    collected by that very collection, not kept alive by treekit. (A class refers to itself
+    through its ``__mro__``, so only a collection frees it.) Skipped when another thread, or
+    the code the collection interrupted, holds the lock: the next full collection does it.
+    """
+    if phase != "start" or info.get("generation") != 2 or not _LOCK.acquire(blocking=False):
+        return
+    try:
+        for cls in _ANSWERED:
+            TYPES.pop(cls, None)
+        _ANSWERED.clear()
+        _FIELD_KEYS.clear()
+    finally:
+        _LOCK.release()
+
+
+gc.callbacks.append(_forget_before_full_collection)
+
+
 def _add(ntype: NodeType) -> None:
     with _LOCK:
         if ntype.type in _REGISTRY:
@@ -196,15 +218,17 @@ def _flat_keys(n: int) -> list[FlattenedIndexKey]:
     return [FlattenedIndexKey(i) for i in range(n)]
 
 
-_FIELD_KEYS: dict[type, list[GetAttrKey]] = {}  # namedtuple class -> its fields' entries
+_FIELD_KEYS: dict[type, list[GetAttrKey]] = {}  # namedtuple class -> its fields' entries (writes hold _LOCK)
 
 
 def _field_keys(cls: Any) -> list[GetAttrKey]:
     keys = _FIELD_KEYS.get(cls)
     if keys is None:
-        if len(_FIELD_KEYS) >= 4096:
-            _FIELD_KEYS.clear()
-        keys = _FIELD_KEYS[cls] = [GetAttrKey(name) for name in cls._fields]
+        keys = [GetAttrKey(name) for name in cls._fields]
+        with _LOCK:
+            if len(_FIELD_KEYS) >= _CACHE_LIMIT:
+                _FIELD_KEYS.clear()
+            _FIELD_KEYS[cls] = keys
     return keys
 
 
@@ -252,11 +276,15 @@ def _make_order(keys: tuple[Any, ...], ordered: list[Any]) -> _Keys:
     return out
 
 
-# insertion order -> its shared `_Keys` (dicts inserted in sorted order need none). Bounded by
-# size; an entry is used only for the very key objects it was made from (a dict with a key
-# equal to but not the same as another's, as 1.0 and 1, gets a `_Keys` of its own keys).
+# insertion order -> its shared `_Keys` (dicts inserted in sorted order need none), oldest
+# first. Bounded by keys, all orders together (the oldest go first; a bigger dict's order is
+# not kept), so that big dicts flattened once leave little behind; an entry is used only for
+# the very key objects it was made from (a dict with a key equal to but not the same as
+# another's, as 1.0 and 1, gets a `_Keys` of its own keys).
 ORDERS: dict[tuple[Any, ...], _Keys] = {}
-_ORDERS_LIMIT = 4096
+_ORDERS_LIMIT = 4096  # orders
+_ORDERS_KEYS = 1 << 16  # keys
+_orders_held = [0]  # keys in ORDERS
 
 
 def sort_keys(keys: Iterable[Any]) -> list[Any]:
@@ -303,9 +331,13 @@ def dict_order(d: dict[Any, Any]) -> tuple[Any, ...]:
     if ordered == list(keys):
         return keys
     order = _make_order(keys, ordered)
-    if len(ORDERS) >= _ORDERS_LIMIT:
-        ORDERS.clear()
-    ORDERS[keys] = order
+    if len(keys) <= _ORDERS_KEYS // 4:
+        with _LOCK:
+            if keys not in ORDERS:
+                while ORDERS and (len(ORDERS) >= _ORDERS_LIMIT or _orders_held[0] + len(keys) > _ORDERS_KEYS):
+                    _orders_held[0] -= len(ORDERS.pop(next(iter(ORDERS))))
+                _orders_held[0] += len(keys)
+            ORDERS[keys] = order
     return order
 
 

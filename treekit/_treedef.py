@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import Any
@@ -609,13 +610,23 @@ def _unlink(link: Any) -> KeyPath:
 # a call per built-in node. The code depends only on each record's node type and arity;
 # node data is read from the records at each call, so one builder serves every equal
 # TreeDef (dict insertion order included).
+#
+# What is remembered is bounded and keeps little alive: builds are counted by the
+# structure's hash alone (ints: no node data is kept for a structure built a few times);
+# only compiled structures are kept, with their node data, at most _BUILDERS_NODES records
+# in all (the oldest go first); a structure too big to compile is never remembered.
 Builder = Callable[[tuple[Node, ...], list[Any]], Any]
 _COMPILE_AT = 8
 _MAX_COMPILED_NODES = 20_000  # bigger trees: compiling costs more than it saves
 _SLICE_FROM = 6  # a node with more leaf children than this takes them as one slice
-# structure (a TreeDef's nodes: hashed at C speed, node data included) -> [builds so far, builder or None]
-_BUILDERS: dict[tuple[Node, ...], list[Any]] = {}
-_BUILDERS_LIMIT = 512
+# hash of a structure (node data included) -> builds so far, or -1 for one the compiler refused
+_COUNTS: dict[int, int] = {}
+_COUNTS_LIMIT = 4096
+# compiled structures (a TreeDef's nodes: hashed at C speed), oldest first -> their builder
+_BUILDERS: dict[tuple[Node, ...], Builder] = {}
+_BUILDERS_NODES = 100_000
+_builders_held = [0]  # records in _BUILDERS' keys
+_BUILD_LOCK = threading.Lock()  # for the writes to _COUNTS and _BUILDERS (reads take none)
 
 
 def _interpret(nodes: tuple[Node, ...], leaves: list[Any]) -> Any:
@@ -637,19 +648,40 @@ def _interpret(nodes: tuple[Node, ...], leaves: list[Any]) -> Any:
 def _compiled(treedef: TreeDef) -> Builder | None:
     """The builder of ``treedef``'s structure, counting this build: None until it has been
     built ``_COMPILE_AT`` times, then its compiled code, or ``_interpret`` for good."""
+    nodes = treedef._nodes
+    if len(nodes) > _MAX_COMPILED_NODES:
+        return _interpret
     try:
-        entry = _BUILDERS.get(treedef._nodes)
-        if entry is None:
-            if len(_BUILDERS) >= _BUILDERS_LIMIT:
-                _BUILDERS.clear()
-            entry = _BUILDERS[treedef._nodes] = [0, None]
+        build = _BUILDERS.get(nodes)
+        if build is not None:
+            return build
+        key = hash(nodes)
     except Exception:  # node data that does not hash or compare: never compiled
         return _interpret
-    if entry[1] is None:
-        entry[0] += 1
-        if entry[0] == _COMPILE_AT:
-            entry[1] = _compile(treedef._nodes) or _interpret
-    return entry[1]  # type: ignore[no-any-return]
+    count = _COUNTS.get(key, 0)
+    if count < 0:
+        return _interpret
+    if count + 1 < _COMPILE_AT:
+        with _BUILD_LOCK:
+            if key not in _COUNTS:
+                while len(_COUNTS) >= _COUNTS_LIMIT:  # the oldest counts go first
+                    del _COUNTS[next(iter(_COUNTS))]
+            _COUNTS[key] = count + 1
+        return None
+    build = _compile(nodes)
+    with _BUILD_LOCK:
+        if build is None:  # the compiler's limits: interpreted for good
+            _COUNTS[key] = -1
+            return _interpret
+        _COUNTS.pop(key, None)
+        if nodes not in _BUILDERS:
+            _BUILDERS[nodes] = build
+            _builders_held[0] += len(nodes)
+            while _builders_held[0] > _BUILDERS_NODES and len(_BUILDERS) > 1:  # the oldest go first
+                oldest = next(iter(_BUILDERS))
+                del _BUILDERS[oldest]
+                _builders_held[0] -= len(oldest)
+    return build
 
 
 def _compile(nodes: tuple[Node, ...]) -> Builder | None:
