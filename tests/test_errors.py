@@ -774,3 +774,210 @@ def test_python_3_10_road_raises_a_same_class_copy_from_the_original(monkeypatch
         treekit.tree_map(lambda x: (_ for _ in ()).throw(Custom(1, "x")), [1])
     assert custom.value.__notes__ == ["tree_map: f raised at [0] (arguments from tree)"]
     assert custom.value.__cause__ is None
+
+
+# -- issue 13 item 13: errors about user objects, and arguments, say what is wrong -------------
+class BadRepr:
+    """An object whose repr raises (its == is identity, as object's)."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("repr boom")
+
+
+BAD = "<BadRepr object (its repr raised RuntimeError)>"
+
+
+def test_mismatch_messages_survive_objects_whose_repr_raises(registered: Any) -> None:
+    key = BadRepr()
+    with pytest.raises(
+        StructureMismatchError, match=re.escape("rest[0][0]: expected list of length 1, got leaf of type BadRepr")
+    ):
+        _map([[1]], [BadRepr()])
+    with pytest.raises(
+        StructureMismatchError, match=re.escape(f"rest[0]: expected dict with keys ['a'], got keys [{BAD}]")
+    ):
+        _map({"a": 1}, {key: 1})
+    msg = f"rest[0][{BAD}]: expected list of length 1, got list of length 2"
+    with pytest.raises(StructureMismatchError, match=re.escape(msg)):
+        _map({key: [1]}, {key: [1, 2]})
+
+    class Node:
+        def __init__(self, data: Any) -> None:
+            self.data = data
+
+    registered(Node, lambda cls: treekit.register_pytree_node(cls, lambda n: ((), n.data), lambda d, c: cls(d)))
+    msg = f"rest[0][0]: expected Node with 0 children and node data {BAD}, got leaf 1"
+    with pytest.raises(StructureMismatchError, match=re.escape(msg)):
+        _map([Node(BadRepr())], [1])
+
+
+def test_mismatched_dict_keys_are_compared_in_linear_time() -> None:
+    n = 200_000  # compared pairwise in lists: 4 * 10**10 comparisons
+    a, b = dict.fromkeys(range(n), 0), dict.fromkeys(range(1, n + 1), 0)
+    with pytest.raises(StructureMismatchError, match=re.escape("(missing 0; extra 200000)")):
+        _map(a, b)
+
+
+class Shortener:
+    """A node whose flatten function empties the list ``victim`` (as careless user code may)."""
+
+    def __init__(self, victim: list[Any]) -> None:
+        self.victim = victim
+
+
+@pytest.fixture
+def shortener(registered: Any) -> None:
+    registered(
+        Shortener,
+        lambda cls: treekit.register_pytree_node(cls, lambda s: (s.victim.clear() or [], None), lambda d, c: None),
+    )
+
+
+@pytest.mark.usefixtures("shortener")
+@pytest.mark.parametrize("with_path", [False, True])
+def test_a_flatten_function_that_shortens_the_list_being_walked(with_path: bool) -> None:
+    inner: list[Any] = [0, 1, 2]
+    inner[0] = Shortener(inner)
+    tree = {"a": [5, inner]}
+    msg = (
+        "tree['a'][1]: expected the list to keep its 3 children while the tree is walked, got 0 "
+        "(a flatten function or is_leaf changed it)"
+    )
+    with pytest.raises(ValueError, match=re.escape(msg)):
+        treekit.tree_leaves_with_path(tree) if with_path else treekit.tree_leaves(tree)
+    root: list[Any] = [0, 1]
+    root[0] = Shortener(root)
+    with pytest.raises(ValueError, match=re.escape("tree: expected the list to keep its 2 children")):
+        treekit.tree_structure(root)
+
+
+class Plain:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("call", "msg"),
+    [
+        (
+            lambda: treekit.register_pytree_node(Plain, None, None),
+            "flatten_func: expected a function, got NoneType",
+        ),
+        (
+            lambda: treekit.register_pytree_node(Plain, lambda x: ((), None), 3),
+            "unflatten_func: expected a function, got int",
+        ),
+        (
+            lambda: treekit.register_pytree_node(3, lambda x: x, lambda d, c: c),
+            "nodetype: expected a class, got int",
+        ),
+        (
+            lambda: treekit.register_pytree_node(Plain, len, len, flatten_with_keys_func=1),
+            "flatten_with_keys_func: expected a function or None, got int",
+        ),
+        (
+            lambda: treekit.register_pytree_with_keys(Plain, None, len),
+            "flatten_with_keys: expected a function, got NoneType",
+        ),
+        (
+            lambda: treekit.register_pytree_node_class(Plain),
+            "cls.tree_flatten: expected a function, got NoneType",
+        ),
+        (
+            lambda: treekit.register_pytree_with_keys_class(Plain()),
+            "cls: expected a class, got Plain",
+        ),
+        (lambda: treekit.register_static("x"), "cls: expected a class, got str"),
+        (
+            lambda: treekit.register_dataclass(Plain, data_fields="ab", meta_fields=[]),
+            "data_fields: expected a sequence of attribute names (str), got str",
+        ),
+        (
+            lambda: treekit.register_dataclass(Plain, data_fields=[1], meta_fields=[]),
+            "data_fields: expected a sequence of attribute names (str), got other items",
+        ),
+    ],
+)
+def test_bad_registration_arguments_are_a_type_error_naming_the_argument(call: Callable[[], Any], msg: str) -> None:
+    with pytest.raises(TypeError, match=re.escape(msg)):
+        call()
+    assert not treekit.is_tree_node(Plain)  # nothing was registered
+    assert treekit.tree_leaves([Plain(), 1])[1] == 1
+
+
+@pytest.mark.parametrize(
+    ("call", "msg"),
+    [
+        (lambda: treekit.tree_unflatten([1], [1]), "treedef: expected a TreeDef, got list [1]"),
+        (lambda: treekit.treedef_children(3), "treedef: expected a TreeDef, got int 3"),
+        (lambda: treekit.tree_structure([1]).compose("x"), "inner: expected a TreeDef, got str 'x'"),
+        (lambda: treekit.tree_transpose(1, None, [1]), "outer_treedef: expected a TreeDef, got int 1"),
+        (lambda: treekit.treedef_tuple([BadRepr()]), f"treedefs[0]: expected a TreeDef, got BadRepr {BAD}"),
+    ],
+)
+def test_a_non_treedef_where_a_treedef_is_expected_is_a_type_error(call: Callable[[], Any], msg: str) -> None:
+    with pytest.raises(TypeError, match=re.escape(msg)):
+        call()
+
+
+class OddShape:
+    """A leaf with a dtype whose ``.shape`` is not a tuple."""
+
+    shape = 5
+    dtype = "float32"
+
+
+def test_param_helpers_name_the_argument_or_path_that_is_wrong() -> None:
+    np = pytest.importorskip("numpy")
+    from treekit import optim, params
+
+    cases: list[tuple[Callable[[], Any], type[Exception], str]] = [
+        (lambda: params.init_mlp_params([0, 4], rng=0), ValueError, "layer_widths[0]: expected an int >= 1, got 0"),
+        (lambda: params.init_mlp_params([3], rng=0), ValueError, "layer_widths: expected at least 2 widths"),
+        (lambda: params.init_mlp_params([3, 2.5], rng=0), TypeError, "layer_widths[1]: expected an int, got float 2.5"),
+        (lambda: params.init_mlp_params("34", rng=0), TypeError, "layer_widths: expected a sequence of ints, got str"),
+        (lambda: params.mlp_forward([], 1), ValueError, "params: expected at least one layer, got none"),
+        (
+            lambda: params.mlp_forward(params.init_mlp_params([3, 4, 1], rng=0), np.ones((2, 5))),
+            ValueError,
+            "params[0]: expected weights of shape (5, n) and biases of shape (n,) for inputs of shape (2, 5), "
+            "got weights (3, 4) and biases (4,)",
+        ),
+        (
+            lambda: params.mlp_forward([{"w": 1}], np.ones((2, 5))),
+            TypeError,
+            "params[0]: expected a dict with keys 'weights' and 'biases', got {'w': 1}",
+        ),
+        (
+            lambda: params.tree_stack([{"a": np.zeros(2)}, {"a": np.zeros(2)}, {"a": np.zeros(3)}]),
+            ValueError,
+            "trees[2]['a']: expected a leaf of shape (2,) (as trees[0]['a']), got (3,)",
+        ),
+        (
+            lambda: optim.apply_updates({"w": [np.ones(3)]}, {"w": [np.ones(2)]}),
+            ValueError,
+            "updates['w'][0]: expected an update that adds to params['w'][0] (f64[3]), got f64[2]",
+        ),
+        (
+            lambda: optim.apply_updates({"w": "a"}, {"w": 0.5}),
+            TypeError,
+            "updates['w']: expected an update that adds to params['w'] (str), got float",
+        ),
+    ]
+    for call, kind, msg in cases:
+        with pytest.raises(kind, match=re.escape(msg)):
+            call()
+
+
+def test_a_python_float_param_is_updated_as_optax_does() -> None:
+    np = pytest.importorskip("numpy")
+    from treekit import optim
+
+    new = optim.apply_updates({"w": 1.0, "b": [2]}, {"w": 0.5, "b": [np.float32(1.5)]})
+    assert new == {"w": 1.5, "b": [3]}
+    assert new["b"][0].dtype == np.asarray(2).dtype
+
+
+def test_a_leaf_whose_shape_is_not_a_tuple_is_a_plain_leaf() -> None:
+    table = treekit.summary({"x": OddShape(), "y": [1.0]})
+    assert table.splitlines()[1].split() == ["['x']", "-", "OddShape", "-", "-"]
+    assert "['x']: <" in treekit.format_tree({"x": OddShape()})

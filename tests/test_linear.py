@@ -121,7 +121,7 @@ def runs() -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for shape, process in started.items():
         try:
-            stdout, stderr = process.communicate(timeout=240)
+            stdout, stderr = process.communicate(timeout=600)
         except subprocess.TimeoutExpired:
             process.kill()
             stdout, _ = process.communicate()

@@ -24,13 +24,14 @@ _SHORT = {
 
 
 def is_array(x: Any) -> bool:
-    """Whether ``x`` has a ``shape`` and a ``dtype`` (numpy, jax, torch arrays, ShapeDtypeStructs).
+    """Whether ``x`` has a ``shape`` (a tuple) and a ``dtype`` (numpy, jax, torch arrays,
+    ShapeDtypeStructs); anything else is described as a plain leaf.
 
     >>> import numpy as np
     >>> is_array(np.zeros(3)), is_array(np.float32(1)), is_array(1.0), is_array('abc')
     (True, True, False, False)
     """
-    return hasattr(x, "shape") and hasattr(x, "dtype")
+    return isinstance(getattr(x, "shape", None), tuple) and hasattr(x, "dtype")
 
 
 def dtype_name(dtype: Any) -> str:

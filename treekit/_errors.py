@@ -15,6 +15,8 @@ __all__ = [
     "flatten_noted",
     "not_a_bool",
     "noted",
+    "safe_keystr",
+    "safe_repr",
     "type_names",
     "where_text",
 ]
@@ -22,8 +24,38 @@ __all__ = [
 _PRINTS_NOTES = sys.version_info >= (3, 11)  # a flag, so tests can take the Python 3.10 road too
 
 
+def safe_repr(value: Any, limit: int | None = None) -> str:
+    """``repr(value)`` (its first ``limit`` characters), or a stand-in if that ``repr`` raises:
+    a message about the user's objects must not fail on them.
+
+    >>> class Broken:
+    ...     def __repr__(self): raise RuntimeError
+    >>> safe_repr([1, 2]), safe_repr(Broken())
+    ('[1, 2]', '<Broken object (its repr raised RuntimeError)>')
+    """
+    try:
+        text = repr(value)
+    except Exception as exc:
+        return f"<{type(value).__name__} object (its repr raised {type(exc).__name__})>"
+    return text if limit is None else text[:limit]
+
+
+def safe_keystr(path: KeyPath) -> str:
+    """``keystr(path)``, with a stand-in for each key whose ``str`` raises (see :func:`safe_repr`)."""
+    try:
+        return keystr(path)
+    except Exception:
+        parts = []
+        for entry in path:
+            try:
+                parts.append(str(entry))
+            except Exception:
+                parts.append(f"[{safe_repr(getattr(entry, 'key', entry))}]")
+        return "".join(parts)
+
+
 def _format(label: str, path: KeyPath, expected: str, got: str, detail: str | None, hint: str | None) -> str:
-    message = f"{label}{keystr(path)}: expected {expected}, got {got}"
+    message = f"{label}{safe_keystr(path)}: expected {expected}, got {got}"
     if detail:
         message += f" ({detail})"
     if hint:
@@ -154,7 +186,7 @@ class TreeCycleError(ValueError):
                 path,
                 "a tree",
                 "a cycle",
-                f"this {what} is the same object as its ancestor {label}{keystr(ancestor)}",
+                f"this {what} is the same object as its ancestor {label}{safe_keystr(ancestor)}",
                 None,
             )
         )
@@ -174,7 +206,7 @@ def flatten_noted(label: str, path: KeyPath, cls: type, exc: Exception) -> Excep
     >>> flatten_noted('rest[0]', (), dict, KeyError('w')).__notes__
     ['rest[0]: raised while flattening dict']
     """
-    return noted(exc, f"{label}{keystr(path)}: raised while flattening {cls.__qualname__}")
+    return noted(exc, f"{label}{safe_keystr(path)}: raised while flattening {cls.__qualname__}")
 
 
 def not_a_bool(label: str, path: KeyPath, value: object) -> ValueError:

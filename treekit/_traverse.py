@@ -69,7 +69,10 @@ def flatten(
     leaf_start = node_start = 0
     while True:
         if i < n:
-            child = children[i]
+            try:
+                child = children[i]
+            except IndexError:  # user code (a flatten function, is_leaf) shortened this node
+                raise changed_error(label, stack[1:], node if stack else children, n, len(children)) from None
             i += 1
             if is_leaf is None:
                 child_type = get(type(child), MISSING)
@@ -154,6 +157,15 @@ def flatten(
             if with_path and stack:
                 keypath.pop()
     return leaves, TreeDef(tuple(nodes)), paths
+
+
+def changed_error(label: str, ancestors: list[tuple[Any, ...]], node: Any, n: int, now: int) -> ValueError:
+    """The error for a node that user code shortened while the walk was inside it; its key
+    path from the ``ancestors``' frames (the native walker raises it too)."""
+    return ValueError(
+        f"{label}{keystr(tuple(_frame_keys(ancestors)))}: expected the {type(node).__name__} to keep its "
+        f"{n} children while the tree is walked, got {now} (a flatten function or is_leaf changed it)"
+    )
 
 
 def _frame_keys(frames: list[tuple[Any, ...]]) -> list[Any]:

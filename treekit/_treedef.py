@@ -9,7 +9,7 @@ from typing import Any
 
 from treekit._core import NATIVE
 from treekit._describe import describe_leaf, is_array
-from treekit._errors import StructureMismatchError, flatten_noted, not_a_bool, noted, type_names
+from treekit._errors import StructureMismatchError, flatten_noted, not_a_bool, noted, safe_repr, type_names
 from treekit._keys import KeyPath
 from treekit._registry import (
     DICT,
@@ -47,16 +47,21 @@ def describe(ntype: NodeType | None, node_data: Any, arity: int, name: str | Non
     if kind == "none":
         return "None"
     if kind in _DICTS:
-        return f"{name} with keys {list(dict_keys(ntype, node_data))!r}"
+        return f"{name} with keys {_keys_text(dict_keys(ntype, node_data))}"
     if kind in ("list", "tuple"):
         return f"{name} of length {arity}"
     if kind == "namedtuple":
         return f"namedtuple {name}"
     if kind == "static":
-        return f"{name} {node_data!r:.80}"
+        return f"{name} {safe_repr(node_data, 80)}"
     if kind == "dataclass" and not node_data:
         return str(name)
-    return f"{name} with {_count(arity)} and node data {node_data!r:.80}"
+    return f"{name} with {_count(arity)} and node data {safe_repr(node_data, 80)}"
+
+
+def _keys_text(keys: Iterable[Any]) -> str:
+    """``['a', 'b']``: dict keys in a message (see ``safe_repr``)."""
+    return f"[{', '.join(safe_repr(key) for key in keys)}]"
 
 
 def _count(n: int) -> str:
@@ -66,7 +71,7 @@ def _count(n: int) -> str:
 def _describe_value(value: Any) -> str:
     if is_array(value):
         return f"leaf {describe_leaf(value)}"
-    text = repr(value)
+    text = safe_repr(value)
     if len(text) > 40:
         return f"leaf of type {type(value).__name__}"
     return f"leaf {text}"
@@ -91,17 +96,23 @@ def mismatch(label: str, path: KeyPath, expected: Node, got: Any, got_node: Node
         expected_name, got_name, detail = type_names(ntype.node_class(data), gtype.node_class(gdata))
     if ntype is not None and ntype.kind in _DICTS and gtype is ntype:
         want, have = list(dict_keys(ntype, data)), list(dict_keys(gtype, gdata))
-        missing = [k for k in want if k not in have]
-        extra = [k for k in have if k not in want]
-        parts = [f"missing {', '.join(map(repr, missing))}"] if missing else []
-        parts += [f"extra {', '.join(map(repr, extra))}"] if extra else []
+        try:  # by == (as the walk compared them), in sets: linear in the number of keys
+            want_set, have_set = set(want), set(have)
+            missing = [k for k in want if k not in have_set]
+            extra = [k for k in have if k not in want_set]
+        except Exception:  # keys whose == raises: compared by identity
+            want_ids, have_ids = set(map(id, want)), set(map(id, have))
+            missing = [k for k in want if id(k) not in have_ids]
+            extra = [k for k in have if id(k) not in want_ids]
+        parts = [f"missing {', '.join(map(safe_repr, missing))}"] if missing else []
+        parts += [f"extra {', '.join(map(safe_repr, extra))}"] if extra else []
         if not parts and ntype.kind == "ordereddict":
             parts = ["same keys in another order"]
-        if ntype.kind == "defaultdict" and data[0] != gdata[0]:
-            parts.append(f"default_factory {data[0]!r} vs {gdata[0]!r}")
+        if ntype.kind == "defaultdict" and data[0] is not gdata[0]:
+            parts.append(f"default_factory {safe_repr(data[0])} vs {safe_repr(gdata[0])}")
         detail = "; ".join(parts) or None
         return StructureMismatchError(
-            label, path, describe(ntype, data, arity, expected_name), f"keys {have!r}", detail
+            label, path, describe(ntype, data, arity, expected_name), f"keys {_keys_text(have)}", detail
         )
     if ntype is None:
         hint = None
@@ -591,7 +602,7 @@ def as_treedef(value: Any, label: str) -> TreeDef:
         treedef = convert(value, label)
         if treedef is not None:
             return treedef
-    raise TypeError(f"{label}: expected a TreeDef, got {type(value).__name__} {value!r:.60}")
+    raise TypeError(f"{label}: expected a TreeDef, got {type(value).__name__} {safe_repr(value, 60)}")
 
 
 def _unlink(link: Any) -> KeyPath:

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple, Union
 
+from treekit._describe import describe_leaf
+from treekit._keys import keystr
 from treekit._moments import _ParamsPlaceholder
 from treekit._moments import safe_increment as safe_increment
 from treekit._moments import tree_bias_correction as tree_bias_correction
@@ -33,7 +35,7 @@ from treekit._moments import tree_map_params as tree_map_params
 from treekit._moments import tree_update_infinity_moment as tree_update_infinity_moment
 from treekit._moments import tree_update_moment as tree_update_moment
 from treekit._moments import tree_update_moment_per_elem_norm as tree_update_moment_per_elem_norm
-from treekit._ops import tree_leaves, tree_map
+from treekit._ops import tree_leaves, tree_leaves_with_path, tree_map
 from treekit._traverse import flatten
 from treekit._tree_math import dtype_of, loaded_jax, namespace, tree_cast, tree_cast_like, tree_zeros_like
 from treekit._tree_reduce import tree_norm
@@ -604,10 +606,20 @@ def apply_updates(params: Any, updates: Any) -> Any:
     """
     leaves, treedef, _ = flatten(params)
     out = []
-    for p, u in zip(leaves, treedef._walk(updates, "updates", strict=True)):
-        new = p + u
-        if type(new) is not type(p) or dtype_of(new) != dtype_of(p):  # as optax: an array of p's dtype
-            xp = namespace(p, u)
-            new = xp.asarray(new).astype(xp.asarray(p).dtype)
+    for j, (p, u) in enumerate(zip(leaves, treedef._walk(updates, "updates", strict=True))):
+        try:
+            new = p + u
+            if type(new) is not type(p) or dtype_of(new) != dtype_of(p):  # as optax: an array of p's dtype
+                xp = namespace(p, u)
+                new = xp.asarray(new).astype(xp.asarray(p).dtype)
+        except (TypeError, ValueError, AttributeError) as exc:
+            path = keystr(tree_leaves_with_path(params)[j][0])
+            raise (ValueError if isinstance(exc, ValueError) else TypeError)(
+                f"updates{path}: expected an update that adds to params{path} ({_what(p)}), got {_what(u)}: {exc}"
+            ) from exc
         out.append(new)
     return treedef._build(out)
+
+
+def _what(x: Any) -> str:
+    return describe_leaf(x) if hasattr(x, "dtype") else type(x).__name__

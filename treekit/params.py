@@ -37,7 +37,7 @@ from treekit._at import tree_at as tree_at
 from treekit._at import tree_get as tree_get
 from treekit._at import tree_set as tree_set
 from treekit._describe import is_inexact_dtype
-from treekit._errors import StructureMismatchError
+from treekit._errors import StructureMismatchError, safe_repr
 from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, keystr
 from treekit._ops import leafwise, tree_leaves_with_path, tree_map
 from treekit._traverse import flatten
@@ -147,6 +147,18 @@ __all__ = [
 
 
 # -- the MLP of the JAX pytree tutorial ----------------------------------------------------------
+def _check_widths(layer_widths: Any) -> None:
+    if isinstance(layer_widths, (str, bytes)) or not isinstance(layer_widths, Sequence):
+        raise TypeError(f"layer_widths: expected a sequence of ints, got {type(layer_widths).__name__}")
+    for i, width in enumerate(layer_widths):
+        if not isinstance(width, int) or isinstance(width, bool):
+            raise TypeError(f"layer_widths[{i}]: expected an int, got {type(width).__name__} {safe_repr(width, 40)}")
+        if width < 1:
+            raise ValueError(f"layer_widths[{i}]: expected an int >= 1, got {width}")
+    if len(layer_widths) < 2:
+        raise ValueError(f"layer_widths: expected at least 2 widths (input and output), got {len(layer_widths)}")
+
+
 def init_mlp_params(layer_widths: Sequence[int], rng: Any) -> list[dict[str, Any]]:
     """MLP parameters as in the JAX pytree tutorial: one ``{'weights', 'biases'}`` dict per layer.
 
@@ -166,8 +178,11 @@ def init_mlp_params(layer_widths: Sequence[int], rng: Any) -> list[dict[str, Any
         One ``{'weights': (n_in, n_out) array, 'biases': (n_out,) array}`` dict per layer.
 
     Raises:
-        TypeError: If ``rng`` is none of those.
+        TypeError: If ``rng`` is none of those, or ``layer_widths`` is not a sequence of ints.
+        ValueError: If ``layer_widths`` has fewer than 2 widths, or one below 1; the message
+            names it (``layer_widths[0]: expected an int >= 1, got 0``).
     """
+    _check_widths(layer_widths)
     pairs = list(itertools.pairwise(layer_widths))
     jax = loaded_jax()
     if jax is not None and isinstance(rng, jax.Array):
@@ -202,12 +217,43 @@ def mlp_forward(params: Sequence[dict[str, Any]], x: Any) -> Any:
 
     Returns:
         Outputs, shape ``(batch, layer_widths[-1])``.
+
+    Raises:
+        ValueError: If ``params`` is empty, or a layer's arrays do not fit ``x`` or the layer
+            before (the message names the layer: ``params[1]: expected weights of shape
+            (4, n) ...``).
+        TypeError: If a layer is not a dict with ``'weights'`` and ``'biases'``.
     """
-    *hidden, last = params
-    for layer in hidden:
-        z = x @ layer["weights"] + layer["biases"]
-        x = namespace(z).maximum(z, 0)
-    return x @ last["weights"] + last["biases"]
+    if len(params) == 0:
+        raise ValueError("params: expected at least one layer, got none")
+    last = len(params) - 1
+    for k, layer in enumerate(params):
+        try:
+            weights, biases = layer["weights"], layer["biases"]
+        except (KeyError, TypeError, IndexError):
+            raise TypeError(
+                f"params[{k}]: expected a dict with keys 'weights' and 'biases', got {safe_repr(layer, 60)}"
+            ) from None
+        try:
+            z = x @ weights + biases
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(
+                f"params[{k}]: expected weights of shape ({_dim(x, -1)}, n) and biases of shape (n,) "
+                f"for inputs of shape {_shape_of(x)}, got weights {_shape_of(weights)} and biases "
+                f"{_shape_of(biases)}"
+            ) from exc
+        x = z if k == last else namespace(z).maximum(z, 0)
+    return x
+
+
+def _shape_of(x: Any) -> str:
+    shape = getattr(x, "shape", None)
+    return str(tuple(shape)) if isinstance(shape, tuple) else f"{type(x).__name__} (no shape)"
+
+
+def _dim(x: Any, axis: int) -> str:
+    shape = getattr(x, "shape", None)
+    return str(shape[axis]) if isinstance(shape, tuple) and shape else "?"
 
 
 def mse_loss(params: Sequence[dict[str, Any]], x: Any, y: Any) -> Any:
@@ -416,14 +462,32 @@ def tree_stack(trees: Sequence[Any]) -> Any:
         ``len(trees)`` (``jax.numpy.stack`` for jax leaves, ``numpy.stack`` otherwise).
 
     Raises:
-        ValueError: If ``trees`` is empty.
+        ValueError: If ``trees`` is empty, or leaves at one key path have different shapes
+            (``trees[1]['x']: expected a leaf of shape (2,) (as trees[0]['x']), got (3,)``).
         StructureMismatchError: If a tree differs from the first; labelled ``trees[k]``.
     """
     if not trees:
         raise ValueError("trees: expected at least one tree, got an empty sequence")
     first, treedef, _ = flatten(trees[0])
     columns = [first] + [treedef._walk(t, f"trees[{k}]", strict=True) for k, t in enumerate(trees) if k]
-    return treedef._build([namespace(*xs).stack(xs) for xs in zip(*columns)])
+    stacked = []
+    for j, xs in enumerate(zip(*columns)):
+        try:
+            stacked.append(namespace(*xs).stack(xs))
+        except (ValueError, TypeError) as exc:
+            raise _stack_error(trees[0], j, xs, exc) from exc
+    return treedef._build(stacked)
+
+
+def _stack_error(tree: Any, j: int, xs: tuple[Any, ...], exc: Exception) -> Exception:
+    """The error for leaves ``xs`` (leaf ``j`` of each tree) that do not stack: the first tree
+    whose leaf's shape differs from ``trees[0]``'s, named by its key path."""
+    path = keystr(tree_leaves_with_path(tree)[j][0])
+    shapes = [_shape_of(x) for x in xs]
+    k = next((k for k, shape in enumerate(shapes) if shape != shapes[0]), None)
+    if k is None:
+        return type(exc)(f"trees[*]{path}: expected leaves that stack, got {shapes[0]}: {exc}")
+    return type(exc)(f"trees[{k}]{path}: expected a leaf of shape {shapes[0]} (as trees[0]{path}), got {shapes[k]}")
 
 
 def tree_unstack(tree: Any) -> list[Any]:

@@ -182,6 +182,26 @@ static int add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data
         Py_DECREF(child);     \
     } while (0)
 
+/* Set the error for frame f's list, shortened by user code: _traverse.changed_error's,
+ * given frames 1..depth-2 (its ancestors) as the pure walker's frames. */
+static void changed_error(Frame *frames, Py_ssize_t depth, Frame *f) {
+    PyObject *ancestors = PyList_New(0), *exc = NULL;
+    for (Py_ssize_t k = 1; ancestors != NULL && k < depth - 1; k++) {
+        PyObject *frame = Py_BuildValue("(OOOOnn)", frames[k].node, frames[k].ntype, Py_None, Py_None,
+                                        frames[k].n, frames[k].i);
+        if (frame == NULL || PyList_Append(ancestors, frame) < 0) Py_CLEAR(ancestors);
+        Py_XDECREF(frame);
+    }
+    if (ancestors != NULL)
+        exc = PyObject_CallMethod(S.traverse, "changed_error", "sOOnn", "tree", ancestors, f->node, f->n,
+                                  PySequence_Fast_GET_SIZE(f->children));
+    Py_XDECREF(ancestors);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+}
+
 int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves, PyObject **records,
             PyObject *paths) {
     Buf buf = {NULL, 0, 0}, *nodes = records != NULL ? &buf : NULL;
@@ -223,11 +243,9 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         }
         PyObject *child;
         if (PyList_CheckExact(f->children) && f->i >= PyList_GET_SIZE(f->children)) {
-            /* a list user code shortened: its IndexError, as the pure walker's children[i] */
-            child = PySequence_GetItem(f->children, f->i);
-            Py_XDECREF(child);
-            if (child == NULL) goto done;
-            goto defer;
+            /* a list user code shortened: the pure walker's error (_traverse.changed_error) */
+            changed_error(frames, depth, f);
+            goto done;
         }
         child = PySequence_Fast_GET_ITEM(f->children, f->i);
         f->i++;
