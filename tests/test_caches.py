@@ -77,6 +77,12 @@ def pure_builders(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+def _rebuilt(tree: Any, f: Any = lambda x: x) -> Any:
+    """``tree_map(f, tree)`` through ``TreeDef.unflatten`` (the pure core's builders)."""
+    leaves, treedef = treekit.tree_flatten(tree)
+    return treedef.unflatten([f(x) for x in leaves])
+
+
 class Data:
     """Node data that can be weakly referenced (and compares by identity)."""
 
@@ -94,7 +100,7 @@ def test_a_structure_built_a_few_times_keeps_no_node_data(registered: Any) -> No
     )
     data = Data()
     for _ in range(_treedef._COMPILE_AT - 1):  # not yet compiled
-        assert treekit.tree_map(lambda x: x + 1, Holder(data, 1)).child == 2
+        assert _rebuilt(Holder(data, 1), lambda x: x + 1).child == 2
     ref = weakref.ref(data)
     del data
     gc.collect()
@@ -107,7 +113,7 @@ def test_compiled_structures_are_bounded_by_records(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(_treedef, "_COMPILE_AT", 1)
     monkeypatch.setattr(_treedef, "_BUILDERS_NODES", 1000)
     for n in range(1, 300):
-        assert treekit.tree_map(str, list(range(n)))[-1] == str(n - 1)
+        assert _rebuilt(list(range(n)), str)[-1] == str(n - 1)
         held = sum(len(nodes) for nodes in _treedef._BUILDERS)
         assert held == _treedef._builders_held[0] <= 1000
     assert len(_treedef._BUILDERS) >= 2  # the newest are kept
@@ -117,7 +123,7 @@ def test_compiled_structures_are_bounded_by_records(monkeypatch: pytest.MonkeyPa
 def test_build_counts_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_treedef, "_COUNTS_LIMIT", 16)
     for n in range(100):
-        assert treekit.tree_map(str, [0] * n) == ["0"] * n
+        assert _rebuilt([0] * n, str) == ["0"] * n
         assert len(_treedef._COUNTS) <= 16
     assert all(type(key) is int and type(count) is int for key, count in _treedef._COUNTS.items())
 
@@ -126,7 +132,7 @@ def test_build_counts_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_structures_too_big_to_compile_are_not_remembered() -> None:
     tree = list(range(_treedef._MAX_COMPILED_NODES + 1))
     for _ in range(_treedef._COMPILE_AT + 1):
-        assert treekit.tree_map(lambda x: x, tree) == tree
+        assert _rebuilt(tree) == tree
     assert _treedef._COUNTS == {} and _treedef._BUILDERS == {}
 
 
@@ -138,7 +144,7 @@ def test_big_dicts_mapped_once_and_dropped_leave_memory_flat() -> None:
     # inserted in reverse order (on that main: 23 MB kept); the caches may keep a few MB.
     def mapped_and_dropped(n: int, tag: int) -> None:
         d = {f"{tag}-{i:06}": i for i in range(n, 0, -1)}
-        assert treekit.tree_map(lambda x: x, d) == d
+        assert _rebuilt(d) == d
 
     mapped_and_dropped(2000, -1)
     gc.collect()
