@@ -352,6 +352,25 @@ def test_treedefs_convert_both_ways_for_every_case(case_types: None) -> None:
         assert ours != theirs  # docs/jax.md: never equal across libraries; convert first
 
 
+def test_a_treedef_too_deep_for_jax_is_a_value_error_before_jax_recurses() -> None:
+    # JAX's flattener recurses a C++ level per tree level and fails past the recursion limit
+    # (a SystemError, leaving the interpreter's depth count broken): treekit says so first.
+    code = (
+        "import sys, treekit as tk\n"
+        "deep = 0\n"
+        "for _ in range(3 * sys.getrecursionlimit()): deep = [deep]\n"
+        "try:\n"
+        "    tk.treedef_to_jax(tk.tree_structure(deep))\n"
+        "except ValueError as e:\n"
+        "    assert 'levels deep' in str(e), e\n"
+        "else:\n"
+        "    raise SystemExit('no error')\n"
+        "print(tk.treedef_to_jax(tk.tree_structure([[0] * 2] * 3)).num_leaves)\n"  # still works after
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout == "6\n" and not out.stderr, out.stderr
+
+
 def test_jax_treedefs_are_accepted_wherever_treedefs_are(nodes: None) -> None:
     tree = {"p": Point(1, [2, None]), "l": Layer(3, 4, "tanh")}
     theirs = jtu.tree_structure(tree)

@@ -31,7 +31,7 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 from treekit import _registry, _treedef
@@ -426,6 +426,29 @@ def treedef_from_jax(treedef: Any) -> TreeDef:
     return as_treedef(treedef, "treedef")
 
 
+def _depth(nodes: tuple[Any, ...]) -> int:
+    """How many levels deep the post-order node records go (a leaf alone: 1), in one pass."""
+    depths: list[int] = []
+    for record in nodes:
+        arity = record[2]
+        if arity:
+            below = max(depths[-arity:])
+            del depths[-arity:]
+            depths.append(below + 1)
+        else:
+            depths.append(1)
+    return depths[-1] if depths else 0
+
+
+def _frames() -> int:
+    """How many Python frames are on the stack now."""
+    count = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        count, frame = count + 1, frame.f_back
+    return count
+
+
 def treedef_to_jax(treedef: Any) -> Any:
     """JAX's ``PyTreeDef`` for the structure of a treekit :class:`~treekit.TreeDef`; imports jax.
 
@@ -449,7 +472,8 @@ def treedef_to_jax(treedef: Any) -> Any:
     Raises:
         ImportError: If jax is not installed.
         TypeError: If ``treedef`` is not a treedef.
-        ValueError: If the structure cannot be rebuilt with placeholder leaves.
+        ValueError: If the structure cannot be rebuilt with placeholder leaves, or is deeper
+            than JAX's recursive flattener can go (about ``sys.getrecursionlimit()`` levels).
     """
     if _is_jax_treedef(treedef):
         return treedef
@@ -458,6 +482,9 @@ def treedef_to_jax(treedef: Any) -> Any:
     _connect()
     import jax.tree_util as jtu
 
+    depth, room = _depth(ours._nodes), sys.getrecursionlimit() - _frames() - 50
+    if depth > room:  # JAX's flattener recurses a C++ level per tree level: past the limit it fails
+        raise _unrebuilt("treedef", "JAX", ours, f"{depth} levels deep; JAX's flattener recurses, {room} fit now")
     n = ours.num_leaves
     try:
         theirs: Any = jtu.tree_structure(ours.unflatten([_HOLE] * n))
