@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Union
 
 from treekit._errors import StructureMismatchError
-from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, KeyPath, SequenceKey, _simple, keystr
+from treekit._keys import FlattenedIndexKey, KeyPath, SequenceKey, _simple, keystr, plain_key
 from treekit._registry import LIST, TUPLE, lookup
 from treekit._traverse import IsLeaf, flatten
 from treekit._treedef import _describe_value, _unflatten, describe
@@ -40,27 +40,13 @@ _HINT = (
 _Frame = tuple[Any, list[Any], Any, int]  # (ntype, children, node data, index of the child taken)
 
 
-def _value(entry: Any) -> Any:
-    """The plain key inside a key entry (``DictKey('w')`` -> ``'w'``); the entry itself else."""
-    kind = type(entry)
-    if kind is DictKey:
-        return entry.key
-    if kind is SequenceKey:
-        return entry.idx
-    if kind is GetAttrKey:
-        return entry.name
-    if kind is FlattenedIndexKey:
-        return entry.key
-    return entry
-
-
 def _key_index(key: Any, keys: Sequence[Any]) -> int:
     """The child whose key entry is ``key``, or whose plain key is ``key`` (same type first)."""
     loose = -1
     for i, entry in enumerate(keys):
         if entry == key:
             return i
-        value = _value(entry)
+        value = plain_key(entry)
         if value is not entry and value == key and type(key) is not bool:
             if type(value) is type(key):
                 return i
@@ -182,7 +168,7 @@ def _named(tree: Any, name: str) -> list[KeyPath]:
     found: list[KeyPath] = []
 
     def visit(path: KeyPath, _: Any) -> bool:
-        if path and type(_value(path[-1])) is str and _simple(path[-1]) == name:
+        if path and type(plain_key(path[-1])) is str and _simple(path[-1]) == name:
             found.append(path)
         return False
 

@@ -166,6 +166,20 @@ KeyPath = tuple[Any, ...]
 """A tuple of key entries, from the root to a leaf."""
 
 
+def plain_key(entry: Any) -> Any:
+    """The plain key inside a key entry (``DictKey('w')`` -> ``'w'``); the entry itself else."""
+    kind = type(entry)
+    if kind is DictKey:
+        return entry.key
+    if kind is SequenceKey:
+        return entry.idx
+    if kind is GetAttrKey:
+        return entry.name
+    if kind is FlattenedIndexKey:
+        return entry.key
+    return entry
+
+
 def _simple(entry: Any) -> str:
     if type(entry) is SequenceKey:
         return str(entry.idx)

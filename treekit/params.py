@@ -38,7 +38,7 @@ from treekit._at import tree_get as tree_get
 from treekit._at import tree_set as tree_set
 from treekit._describe import is_inexact_dtype
 from treekit._errors import StructureMismatchError, safe_repr
-from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, keystr
+from treekit._keys import keystr, plain_key
 from treekit._ops import leafwise, tree_leaves_with_path, tree_map
 from treekit._traverse import flatten
 from treekit._tree_math import loaded_jax, namespace
@@ -526,17 +526,9 @@ def tree_unstack(tree: Any) -> list[Any]:
 
 
 # -- flat dicts, for checkpoint files --------------------------------------------------------------
-def _entry_value(entry: Any) -> Any:
-    kind = type(entry)
-    if kind is DictKey:
-        return entry.key
-    if kind is SequenceKey:
-        return entry.idx
-    if kind is GetAttrKey:
-        return entry.name
-    if kind is FlattenedIndexKey:
-        return entry.key
-    return str(entry)
+def _plain(entry: Any) -> Any:
+    value = plain_key(entry)
+    return str(entry) if value is entry else value
 
 
 def flatten_dict(tree: Any, sep: str | None = "/") -> dict[Any, Any]:
@@ -569,7 +561,7 @@ def flatten_dict(tree: Any, sep: str | None = "/") -> dict[Any, Any]:
     assert paths is not None
     out: dict[Any, Any] = {}
     for path, leaf in zip(paths, leaves):
-        key: Any = tuple(_entry_value(e) for e in path) if sep is None else keystr(path, simple=True, separator=sep)
+        key: Any = tuple(_plain(e) for e in path) if sep is None else keystr(path, simple=True, separator=sep)
         if key in out:
             raise ValueError(f"tree{keystr(path)}: expected a unique flat key, got {key!r} twice (sep={sep!r})")
         out[key] = leaf
