@@ -18,7 +18,6 @@ import re
 import subprocess
 import sys
 import threading
-import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -481,39 +480,6 @@ def test_reference_counts_do_not_change() -> None:
         run()
     gc.collect()
     assert [sys.getrefcount(x) for x in objects] == before
-
-
-def test_memory_stays_flat() -> None:
-    run, _ = _workload()
-    for _ in range(1000):
-        run()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        start = tracemalloc.get_traced_memory()[0]
-        for _ in range(100_000 // 12):  # twelve native calls a round
-            run()
-        gc.collect()
-        grown = tracemalloc.get_traced_memory()[0] - start
-    finally:
-        tracemalloc.stop()
-    assert grown < 64 * 1024, f"{grown} bytes kept after 100,000 calls"
-
-
-def test_runs_clean_under_dev_mode_and_the_debug_allocator() -> None:
-    if os.environ.get("TREEKIT_NATIVE_CHILD"):
-        pytest.skip("already the child run")
-    env = dict(os.environ, PYTHONMALLOC="debug", TREEKIT_NATIVE_CHILD="1", HYPOTHESIS_PROFILE="ci")
-    env.pop("TREEKIT_PURE", None)
-    proc = subprocess.run(
-        [sys.executable, "-X", "dev", "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "not memory"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
 # -- threads ----------------------------------------------------------------------------------------

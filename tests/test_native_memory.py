@@ -208,12 +208,12 @@ def test_memory_stays_flat_over_100000_calls() -> None:
 
 
 def test_native_tests_run_clean_under_dev_mode_and_the_debug_allocator() -> None:
-    """tests/test_native.py (but its own slow subprocess run) and this file's reference
+    """tests/test_native.py and this file's reference
     count test, in a child ``python -X dev`` with ``PYTHONMALLOC=debug``: the debug
     allocator catches writes past a block, double frees and use after free."""
     if os.environ.get("TREEKIT_MEMORY_CHILD"):
         pytest.skip("already the child run")
-    env = dict(os.environ, PYTHONMALLOC="debug", TREEKIT_MEMORY_CHILD="1", TREEKIT_NATIVE_CHILD="1")
+    env = dict(os.environ, PYTHONMALLOC="debug", TREEKIT_MEMORY_CHILD="1")
     env.pop("TREEKIT_PURE", None)
     proc = subprocess.run(
         [
