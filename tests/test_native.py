@@ -434,6 +434,36 @@ def test_raising_is_leaf_and_unflatten_are_the_pure_cores() -> None:
         _remove(Odd)
 
 
+def test_custom_unflatten_functions_are_called_as_the_pure_core_calls_them() -> None:
+    calls: list[Any] = []
+
+    def unflatten(data: Any, children: Any) -> Any:
+        calls.append((data, children))
+        if data == "bad":
+            raise Boom("unflatten")
+        if data == "stop":
+            raise KeyboardInterrupt
+        return Odd(*children)
+
+    treekit.register_pytree_node(Odd, lambda o: (o.children, o.children[0]), unflatten)
+    try:
+        nodes = pure_flatten([Odd("ok", 2), {"k": Odd("ok")}])[1]._nodes
+        built = native.build(nodes, ["ok", 2, "ok"])
+        assert [type(x) for x in built] == [Odd, dict] and built[0].children == ["ok", 2]
+        assert calls == [("ok", ("ok", 2)), ("ok", ("ok",))]  # once each, children as a tuple
+        nodes = pure_flatten([Odd("ok"), Odd("bad", 1)])[1]._nodes
+        got = _outcome(lambda: native.build(nodes, ["ok", "bad", 1]))
+        assert got == _outcome(lambda: _interpret(nodes, ["ok", "bad", 1])) and got[0] == "raised"
+        with pytest.raises(Boom) as info:
+            native.build(nodes, ["ok", "bad", 1])
+        note = f"raised by the unflatten function registered for {Odd.__qualname__} (node data 'bad', 2 children)"
+        assert info.value.__notes__ == [note]
+        with pytest.raises(KeyboardInterrupt):  # not an Exception: it goes on as it is
+            native.build(pure_flatten([Odd("stop")])[1]._nodes, ["stop"])
+    finally:
+        _remove(Odd)
+
+
 # -- memory safety ------------------------------------------------------------------------------
 def _workload() -> tuple[Callable[[], None], list[Any]]:
     """Calls through every native function, some raising from user code; and the objects

@@ -52,12 +52,18 @@ def _broken_flatten(node: Broken) -> Any:
     raise Boom("flatten failed")
 
 
+def _layer_unflatten(name: Any, children: Any) -> Layer:
+    if name == "broken":
+        raise Boom("unflatten failed")
+    return Layer(*children, name)
+
+
 @pytest.fixture(autouse=True)
 def _types() -> Iterator[None]:
     treekit.register_pytree_with_keys(
         Layer,
         lambda n: (((treekit.GetAttrKey("w"), n.w), (treekit.GetAttrKey("b"), n.b)), n.name),
-        lambda name, children: Layer(*children, name),
+        _layer_unflatten,
         lambda n: ((n.w, n.b), n.name),
     )
     treekit.register_pytree_node(Broken, _broken_flatten, lambda data, children: Broken(*children))
@@ -84,6 +90,7 @@ class Workload:
             (),
         ]
         self.leaves, self.treedef = treekit.tree_flatten(self.tree)
+        self.broken = treekit.tree_structure([Layer(1.0, 2.0, self.data), Layer(3.0, 4.0, "broken")])
         self.mismatched = [
             {self.key: 1.0, self.other_key: [2.0]},
             Layer(3.0, (4.0, {"z": 5.0, "a": 6.0}), self.data),
@@ -135,6 +142,7 @@ class Workload:
             expect(Boom, lambda: treekit.tree_map(same, tree, is_leaf=is_leaf_raises)),
             expect(treekit.StructureMismatchError, lambda: treekit.tree_map(same, tree, self.mismatched)),
             expect(ValueError, lambda: treekit.tree_unflatten(treedef, leaves[:-1])),
+            expect(Boom, lambda: treekit.tree_unflatten(self.broken, [leaf] * 4)),
         ]
         return finished, handed_over
 

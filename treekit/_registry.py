@@ -486,6 +486,8 @@ def _tuple_children(unflatten_func: Callable[[Any, Any], Any]) -> UnflattenFn:
     def unflatten(data: Any, children: Sequence[Any]) -> Any:
         return unflatten_func(data, children if type(children) is tuple else tuple(children))
 
+    # The native builder calls it itself, with the children as a tuple.
+    unflatten.func = unflatten_func  # type: ignore[attr-defined]
     return unflatten
 
 

@@ -1,8 +1,11 @@
 /* build.c mirrors treekit._treedef._interpret (what TreeDef._build runs): the tree of a
  * structure from its post-order records and its leaves. Lists, tuples, dicts, None and
- * namedtuples are made here; every other node goes through treekit._treedef._unflatten,
- * the Python function that calls the entry's unflatten function and words its errors, so
- * a user's exception comes out exactly as in the pure core. */
+ * namedtuples are made here. A node registered with register_pytree_node (or _with_keys)
+ * gets its user's unflatten function called here, as the entry's unflatten function calls
+ * it (`unflatten_func(node_data, children as a tuple)`); should that raise, the node is
+ * made again through treekit._treedef._unflatten, the Python function that calls the
+ * entry's unflatten function and words its errors, so a user's exception comes out exactly
+ * as in the pure core. Every other node goes through _unflatten. */
 #include "native.h"
 
 /* The `_Keys` met in this build, read once each (direct-mapped by address): a parameter
@@ -87,6 +90,66 @@ defer:
     return NULL;
 }
 
+/* The user's unflatten function behind the last custom entry met in this build (the entry
+ * and that function owned; `func` NULL: the entry has none, see _registry._tuple_children). */
+typedef struct {
+    PyObject *ntype;
+    PyObject *func;
+} UserUnflatten;
+
+/* The user's function of entry `ntype`, or NULL (no exception) if it has none: borrowed. */
+static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
+    if (u->ntype == ntype) return u->func;
+    Py_CLEAR(u->func);
+    Py_INCREF(ntype);
+    Py_XSETREF_COMPAT(u->ntype, ntype);
+    PyObject *fn = PyObject_GetAttr(ntype, S.s_unflatten);
+    if (fn != NULL && PyFunction_Check(fn)) {
+        PyObject *attrs = PyObject_GenericGetDict(fn, NULL);
+        PyObject *func = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, S.s_func); /* borrowed */
+        if (func != NULL && func != Py_None) {
+            Py_INCREF(func);
+            u->func = func;
+        }
+        Py_XDECREF(attrs);
+    }
+    Py_XDECREF(fn);
+    PyErr_Clear();
+    return u->func;
+}
+
+/* A custom node from its n children (borrowed): the user's function called directly, or
+ * treekit._treedef._unflatten (at first, or again after the user's function raised: it
+ * raises as the pure core does). New reference, NULL with an exception. */
+static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, PyObject **kids, Py_ssize_t n) {
+    PyObject *func = user_unflatten(u, ntype), *made = NULL;
+    if (func != NULL) {
+        PyObject *children = PyTuple_New(n);
+        if (children == NULL) return NULL;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_INCREF(kids[i]);
+            PyTuple_SET_ITEM(children, i, kids[i]);
+        }
+        PyObject *args[2] = {data, children};
+        Py_INCREF(func); /* the call may drop the entry's reference */
+        made = PyObject_Vectorcall(func, args, 2, NULL);
+        Py_DECREF(func);
+        Py_DECREF(children);
+        if (made != NULL) return made;
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt, ...: as it is */
+        PyErr_Clear();
+    }
+    PyObject *children = PyList_New(n);
+    if (children == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(kids[i]);
+        PyList_SET_ITEM(children, i, kids[i]);
+    }
+    made = PyObject_CallFunctionObjArgs(S.unflatten, ntype, data, children, NULL);
+    Py_DECREF(children);
+    return made;
+}
+
 PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
     *defer = 0;
     if ((!PyTuple_CheckExact(nodes) && !PyList_CheckExact(nodes)) || !PyList_CheckExact(leaves)) {
@@ -105,6 +168,7 @@ PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
     PyObject **stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)(count ? count : 1));
     if (stack == NULL) return PyErr_NoMemory();
     PyObject *result = NULL;
+    UserUnflatten user = {NULL, NULL};
     LastKeys last[KEY_ORDERS];
     memset(last, 0, sizeof(last));
     for (Py_ssize_t j = 0; j < count; j++) {
@@ -141,14 +205,7 @@ PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
             } else if (ntype == S.NAMEDTUPLE && PyType_Check(data)) {
                 made = PyObject_Vectorcall(data, kids, (size_t)arity, NULL);
             } else {
-                PyObject *children = PyList_New(arity);
-                if (children == NULL) goto fail;
-                for (Py_ssize_t i = 0; i < arity; i++) {
-                    Py_INCREF(kids[i]);
-                    PyList_SET_ITEM(children, i, kids[i]);
-                }
-                made = PyObject_CallFunctionObjArgs(S.unflatten, ntype, data, children, NULL);
-                Py_DECREF(children);
+                made = make_custom(&user, ntype, data, kids, arity);
             }
             if (made == NULL) {
                 if (*defer) goto defer;
@@ -171,5 +228,7 @@ done:
     for (Py_ssize_t i = 0; i < top; i++) Py_DECREF(stack[i]);
     PyMem_Free(stack);
     for (int k = 0; k < KEY_ORDERS; k++) last_keys_clear(&last[k]);
+    Py_XDECREF(user.ntype);
+    Py_XDECREF(user.func);
     return result;
 }

@@ -71,7 +71,8 @@ int tk_ready(void) {
         !(S.s_build = PyUnicode_InternFromString("_build")) || !(S.s_empty = PyUnicode_InternFromString("")))
         return -1;
     if (!(S.s_hash = PyUnicode_InternFromString("_hash")) || !(S.s_builder = PyUnicode_InternFromString("_builder")) ||
-        !(S.s_plain = PyUnicode_InternFromString("plain")) || !(S.s_keyed = PyUnicode_InternFromString("keyed")))
+        !(S.s_plain = PyUnicode_InternFromString("plain")) || !(S.s_keyed = PyUnicode_InternFromString("keyed")) ||
+        !(S.s_unflatten = PyUnicode_InternFromString("unflatten")) || !(S.s_func = PyUnicode_InternFromString("func")))
         return -1;
     PyObject *slots = PyObject_GetAttrString(S.TreeDef, "__slots__");
     PyObject *expected = Py_BuildValue("(sss)", "_builder", "_hash", "_nodes");

@@ -27,6 +27,14 @@
 #define TK_API
 #endif
 
+/* Py_XSETREF is public only from 3.12: the same, here. */
+#define Py_XSETREF_COMPAT(dst, src)   \
+    do {                              \
+        PyObject *old_ = (PyObject *)(dst); \
+        (dst) = (src);                \
+        Py_XDECREF(old_);             \
+    } while (0)
+
 /* What a walk returns when the Python function it mirrors must take the call over. */
 #define DEFER 1
 
@@ -45,7 +53,7 @@ typedef struct {
     PyObject *unflatten;  /* treekit._treedef._unflatten(ntype, data, children) */
     PyObject *SequenceKey, *DictKey, *GetAttrKey, *FlattenedIndexKey; /* treekit._keys */
     PyObject *s_flatten, *s_original, *s_positions, *s_TYPES, *s_ORDERS, *s_nodes, *s_FIELD_KEYS, *s_SEQ_KEYS;
-    PyObject *s_hash, *s_builder, *s_plain, *s_keyed;
+    PyObject *s_hash, *s_builder, *s_plain, *s_keyed, *s_unflatten, *s_func;
     int plain_treedef;    /* TreeDef's slots are the three tk_treedef sets */
     PyObject *s_MAX_DEPTH, *s_key, *s_idx, *s_name, *s_build, *s_empty;
     PyObject *empty_tuple;

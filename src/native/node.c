@@ -4,14 +4,6 @@
  * called, as the pure core does). */
 #include "native.h"
 
-/* Py_XSETREF is public only from 3.12: the same, here. */
-#define Py_XSETREF_COMPAT(dst, src)   \
-    do {                              \
-        PyObject *old_ = (PyObject *)(dst); \
-        (dst) = (src);                \
-        Py_XDECREF(old_);             \
-    } while (0)
-
 /* -- the walk's context ------------------------------------------------------------------- */
 /* A module global, or NULL (no exception) where it is missing or not of `type`: new reference. */
 static PyObject *global(PyObject *module, PyObject *name, PyTypeObject *type) {
