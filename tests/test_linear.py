@@ -7,6 +7,8 @@ hours there (``repr`` of a 30,000-deep treedef took over a minute; ``format_tree
 within the limit, or the test names it as the one that did not. The calls that make an
 object per leaf (key paths, summary rows, error notes) run on a 250,000-wide list, where
 quadratic work would still take hours, so that the file runs in seconds, not minutes.
+The checks that name failing leaves by key path run on a comb (a 100,000-deep chain with a
+leaf at every level), where making every leaf's path would cost the square of the depth.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import textwrap
 import pytest
 
 DEEP = 100_000
+COMB = 100_000  # [x, [x, [x, ...]]]
 WIDE = 1_000_000
 WIDE_PER_LEAF = 250_000  # for the calls in PER_LEAF
 
@@ -69,6 +72,17 @@ PER_LEAF = {
     "keystr of leaves' paths",
     "tree_at(where)",
 }
+# Calls run on the comb only, with `tree` and `other` combs of numpy scalars (equal values).
+COMB_CALLS = {
+    "tree_diff": "tk.tree_diff(tree, other, values=True)",
+    "assert_trees_all_equal": "tk.assert_trees_all_equal(tree, other)",
+    "assert_trees_all_close": "tk.assert_trees_all_close(tree, other)",
+    "check_spec": "tk.check_spec(tree, tk.tree_spec(other))",
+    "assert_tree_all_finite": "tk.assert_tree_all_finite(tree)",
+    "assert_tree_no_nones": "tk.assert_tree_no_nones(tree)",
+    "assert_shape": "tk.assert_shape(tree, ())",
+    "tree_dtype": "tk.tree_dtype(tree)",
+}
 
 SCRIPT = textwrap.dedent(
     """
@@ -93,6 +107,20 @@ SCRIPT = textwrap.dedent(
         return [leaf] * ({wide} if shape == "wide" else {per_leaf})
 
     shape = sys.argv[1]
+    if shape == "comb":
+        import numpy as np
+
+        def comb(value):
+            tree = []
+            for _ in range({comb}):
+                tree = [np.float32(value), tree]
+            return tree
+
+        tree, other = comb(1), comb(1)
+        for name, call in {comb_calls}.items():
+            eval(call)
+            print(name, flush=True)
+        sys.exit()
     tree, other, changed = build(shape, 1), build(shape, 2), build(shape, (3,))
     td = tk.tree_structure(tree)
     leaves = tk.tree_leaves(tree)
@@ -103,10 +131,18 @@ SCRIPT = textwrap.dedent(
             eval(call)
             print(name, flush=True)
     """
-).format(deep=DEEP, wide=WIDE, per_leaf=WIDE_PER_LEAF, calls=repr(CALLS), per_leaf_names=repr(PER_LEAF))
+).format(
+    deep=DEEP,
+    wide=WIDE,
+    per_leaf=WIDE_PER_LEAF,
+    comb=COMB,
+    calls=repr(CALLS),
+    comb_calls=repr(COMB_CALLS),
+    per_leaf_names=repr(PER_LEAF),
+)
 
 
-SHAPES = ["deep", "wide", "wide-per-leaf"]
+SHAPES = ["deep", "wide", "wide-per-leaf", "comb"]
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +166,7 @@ def runs() -> dict[str, list[str]]:
     return out
 
 
-@pytest.fixture(params=SHAPES)
+@pytest.fixture(params=SHAPES[:3])
 def finished(request: pytest.FixtureRequest, runs: dict[str, list[str]]) -> tuple[str, list[str]]:
     """The names of the calls that finished within the time limit, for one shape."""
     return request.param, runs[request.param]
@@ -142,3 +178,9 @@ def test_walks_are_linear(finished: tuple[str, list[str]], name: str) -> None:
     if shape != "deep" and (shape == "wide-per-leaf") != (name in PER_LEAF):
         pytest.skip(f"{name} runs on the {'wide-per-leaf' if name in PER_LEAF else 'wide'} list")
     assert name in lines, f"{name} did not finish on the {shape} tree: {lines[-1]}"
+
+
+@pytest.mark.parametrize("name", list(COMB_CALLS))
+def test_checks_name_leaves_in_linear_time(runs: dict[str, list[str]], name: str) -> None:
+    lines = runs["comb"]
+    assert name in lines, f"{name} did not finish on the {COMB:,}-deep comb: {lines[-1]}"

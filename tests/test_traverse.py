@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 from cases import CASES, NT, Case, Pair, Point
+from hypothesis import given
+from strategies import trees
 
 import treekit
-from treekit._traverse import flatten
+from treekit._traverse import LeafPaths, flatten
 
 pytestmark = pytest.mark.usefixtures("case_types")
 
@@ -200,3 +202,21 @@ def test_wide_list_key_paths() -> None:
     wide = list(range(1000))
     pairs = treekit.tree_leaves_with_path(wide)
     assert all(path == (treekit.SequenceKey(i),) and x == i for i, (path, x) in enumerate(pairs))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_leaf_paths_made_one_at_a_time_are_flattens_paths(case: Case) -> None:
+    # LeafPaths names failing leaves in the checks (tree_diff, check_spec, asserts); its paths,
+    # asked for in any order, must be the ones flatten makes for every leaf.
+    leaves, treedef, paths = flatten(case.tree, with_path=True)
+    lazy = LeafPaths(case.tree, treedef)
+    assert [lazy[i] for i in reversed(range(len(leaves)))] == paths[::-1]
+    with pytest.raises(IndexError):
+        lazy[len(leaves)]
+
+
+@given(trees())
+def test_leaf_paths_law(tree: Any) -> None:
+    _, treedef, paths = flatten(tree, with_path=True)
+    lazy = LeafPaths(tree, treedef)
+    assert [lazy[i] for i in range(treedef.num_leaves)] == paths

@@ -14,8 +14,7 @@ from typing import Any
 
 from treekit._describe import describe_leaf, is_array, is_inexact_dtype
 from treekit._errors import _format
-from treekit._keys import KeyPath
-from treekit._traverse import IsLeaf, flatten
+from treekit._traverse import IsLeaf, LeafPaths, flatten
 
 __all__ = ["assert_rank", "assert_shape", "assert_tree_all_finite", "assert_tree_no_nones"]
 
@@ -26,10 +25,10 @@ def _fail(header: str, lines: list[str]) -> None:
     raise AssertionError(f"{header}: {n} {'leaf' if n == 1 else 'leaves'}\n" + "\n".join(lines))
 
 
-def _with_paths(tree: Any, is_leaf: IsLeaf | None) -> list[tuple[KeyPath, Any]]:
-    leaves, _, paths = flatten(tree, is_leaf, with_path=True)
-    assert paths is not None
-    return list(zip(paths, leaves))
+def _with_paths(tree: Any, is_leaf: IsLeaf | None) -> tuple[list[Any], LeafPaths]:
+    """The leaves, and their key paths made for those that fail (all of them cost depth squared)."""
+    leaves, treedef, _ = flatten(tree, is_leaf)
+    return leaves, LeafPaths(tree, treedef)
 
 
 def assert_tree_all_finite(tree: Any, *, is_leaf: IsLeaf | None = None) -> None:
@@ -58,11 +57,12 @@ def assert_tree_all_finite(tree: Any, *, is_leaf: IsLeaf | None = None) -> None:
     import numpy as np
 
     lines = []
-    for path, x in _with_paths(tree, is_leaf):
+    leaves, paths = _with_paths(tree, is_leaf)
+    for i, x in enumerate(leaves):
         if isinstance(x, numbers.Number) and not is_array(x):
             # ints are always finite (and may be too big for a complex)
             if isinstance(x, numbers.Complex) and not isinstance(x, numbers.Integral) and not np.isfinite(complex(x)):
-                lines.append(_format("tree", path, "a finite number", repr(x), None, None))
+                lines.append(_format("tree", paths[i], "a finite number", repr(x), None, None))
             continue
         if not (is_array(x) and is_inexact_dtype(x.dtype)):
             continue  # not numbers, or bool and int arrays: always finite
@@ -74,7 +74,7 @@ def assert_tree_all_finite(tree: Any, *, is_leaf: IsLeaf | None = None) -> None:
             parts = [f"{nans} NaN"] if nans else []
             parts += [f"{count - nans} inf"] if count - nans else []
             got = f"{count} of {values.size} not finite"
-            lines.append(_format("tree", path, "finite values", got, ", ".join(parts), None))
+            lines.append(_format("tree", paths[i], "finite values", got, ", ".join(parts), None))
     if lines:
         _fail("tree is not all finite", lines)
 
@@ -99,11 +99,8 @@ def assert_tree_no_nones(tree: Any) -> None:
         AssertionError: Listing the key path of every ``None``.
     """
     __tracebackhide__ = True
-    lines = [
-        _format("tree", path, "no None", "None", None, None)
-        for path, x in _with_paths(tree, lambda x: x is None)
-        if x is None
-    ]
+    leaves, paths = _with_paths(tree, lambda x: x is None)
+    lines = [_format("tree", paths[i], "no None", "None", None, None) for i, x in enumerate(leaves) if x is None]
     if lines:
         _fail("tree holds None", lines)
 
@@ -172,12 +169,12 @@ def _shape_problem(got: tuple[int, ...], want: Sequence[Any]) -> str | None:
     return "; ".join(words) or None
 
 
-def _per_leaf(pairs: list[tuple[KeyPath, Any]], expected: Any, single: bool, name: str) -> list[Any]:
+def _per_leaf(leaves: list[Any], expected: Any, single: bool, name: str) -> list[Any]:
     if single:
-        return [expected] * len(pairs)
+        return [expected] * len(leaves)
     wants = list(expected)
-    if len(wants) != len(pairs):
-        raise TypeError(f"{name}: expected one per leaf of tree ({len(pairs)}), got {len(wants)}")
+    if len(wants) != len(leaves):
+        raise TypeError(f"{name}: expected one per leaf of tree ({len(leaves)}), got {len(wants)}")
     return wants
 
 
@@ -211,7 +208,7 @@ def assert_shape(tree: Any, expected_shapes: Any, *, is_leaf: IsLeaf | None = No
             another length than the leaves.
     """
     __tracebackhide__ = True
-    pairs = _with_paths(tree, is_leaf)
+    leaves, paths = _with_paths(tree, is_leaf)
     single = _is_shape(expected_shapes)
     if not single and not (isinstance(expected_shapes, (tuple, list)) and all(map(_is_shape, expected_shapes))):
         raise TypeError(
@@ -219,13 +216,13 @@ def assert_shape(tree: Any, expected_shapes: Any, *, is_leaf: IsLeaf | None = No
             f"sequence of them, got {expected_shapes!r:.60}"
         )
     lines = []
-    for (path, x), want in zip(pairs, _per_leaf(pairs, expected_shapes, single, "expected_shapes")):
+    for i, (x, want) in enumerate(zip(leaves, _per_leaf(leaves, expected_shapes, single, "expected_shapes"))):
         got = _shape_of(x)
         expected = f"shape {_shape_text(want)}"
         if got is None:
-            lines.append(_format("tree", path, expected, _leaf_text(x), "no shape", None))
+            lines.append(_format("tree", paths[i], expected, _leaf_text(x), "no shape", None))
         elif (problem := _shape_problem(got, want)) is not None:
-            lines.append(_format("tree", path, expected, f"shape {_shape_text(got)}", problem, None))
+            lines.append(_format("tree", paths[i], expected, f"shape {_shape_text(got)}", problem, None))
     if lines:
         header = f"have shape {_shape_text(expected_shapes)}" if single else "have the expected shapes"
         _fail(f"tree does not {header}", lines)
@@ -264,20 +261,20 @@ def assert_rank(tree: Any, expected_ranks: Any, *, is_leaf: IsLeaf | None = None
             another length than the leaves.
     """
     __tracebackhide__ = True
-    pairs = _with_paths(tree, is_leaf)
+    leaves, paths = _with_paths(tree, is_leaf)
     single = _is_rank(expected_ranks)
     if not single and not (isinstance(expected_ranks, (tuple, list)) and all(map(_is_rank, expected_ranks))):
         raise TypeError(
             f"expected_ranks: expected an int, a set of ints or a sequence of them, got {expected_ranks!r:.60}"
         )
     lines = []
-    for (path, x), want in zip(pairs, _per_leaf(pairs, expected_ranks, single, "expected_ranks")):
+    for i, (x, want) in enumerate(zip(leaves, _per_leaf(leaves, expected_ranks, single, "expected_ranks"))):
         got = _shape_of(x)
         expected = f"rank {_dim_text(want)}" if isinstance(want, int) else f"rank in {_dim_text(want)}"
         if got is None:
-            lines.append(_format("tree", path, expected, _leaf_text(x), "no shape", None))
+            lines.append(_format("tree", paths[i], expected, _leaf_text(x), "no shape", None))
         elif not (len(got) == want if isinstance(want, int) else len(got) in want):
-            lines.append(_format("tree", path, expected, f"rank {len(got)}", f"shape {_shape_text(got)}", None))
+            lines.append(_format("tree", paths[i], expected, f"rank {len(got)}", f"shape {_shape_text(got)}", None))
     if lines:
         header = f"rank {_dim_text(expected_ranks)}" if single else "the expected ranks"
         if single and not isinstance(expected_ranks, int):

@@ -10,7 +10,7 @@ from treekit._describe import describe_leaf, dtype_name, is_array
 from treekit._errors import StructureAssertionError, StructureMismatchError, _format
 from treekit._keys import DictKey, KeyPath, keystr
 from treekit._registry import lookup, sort_keys
-from treekit._traverse import IsLeaf, flatten
+from treekit._traverse import IsLeaf, LeafPaths, flatten
 from treekit._treedef import Node, TreeDef, describe
 
 __all__ = [
@@ -186,22 +186,29 @@ def tree_diff(
         A :class:`TreeDiff` (a list of :class:`Difference`), empty if nothing differs.
     """
     out = TreeDiff()
-    for item in align(a, b, "b", is_leaf, is_leaf):
+    items, paths = align(a, b, "b", is_leaf, is_leaf)
+    for item in items:
         if type(item) is Difference:
             out.append(item)
         else:
-            path, x, y = item
-            out.extend(_leaf_differences(path, x, y, shapes, dtypes, values, rtol, atol))
+            i, x, y = item
+            found = _leaf_differences(x, y, shapes, dtypes, values, rtol, atol)
+            if found:
+                path = paths[i]
+                out.extend(Difference(path, *d) for d in found)
     return out
 
 
-def align(a: Any, b: Any, label: str, a_is_leaf: IsLeaf | None, b_is_leaf: IsLeaf | None) -> list[Any]:
-    """Match ``b`` against ``a``'s structure: ``(path, a's leaf, b's leaf)`` triples where they
+def align(
+    a: Any, b: Any, label: str, a_is_leaf: IsLeaf | None, b_is_leaf: IsLeaf | None
+) -> tuple[list[Any], LeafPaths]:
+    """Match ``b`` against ``a``'s structure: ``(i, a's leaf i, b's leaf)`` triples where they
     agree and ``'node'``/``'missing'``/``'extra'`` :class:`Difference` records where they do not,
-    all in ``a``'s leaf order. The structural half of :func:`tree_diff` and ``check_spec``.
+    all in ``a``'s leaf order; and the key paths of ``a``'s leaves, made when asked for. The
+    structural half of :func:`tree_diff` and ``check_spec``.
     """
-    leaves, treedef, paths = flatten(a, a_is_leaf, with_path=True)
-    assert paths is not None
+    leaves, treedef, _ = flatten(a, a_is_leaf)
+    paths = LeafPaths(a, treedef)  # made for the leaves asked about: all of them cost depth squared
     nodes = treedef._nodes
     root: list[Any] = []
     # A job matches b's subtree y with a's subtree x, whose node record is nodes[end] and whose
@@ -221,7 +228,7 @@ def align(a: Any, b: Any, label: str, a_is_leaf: IsLeaf | None, b_is_leaf: IsLea
                 e += 1
                 out.append(_node_difference(prefix, nodes, end, lo + start, x, y, error, jobs, b_is_leaf))
             if i < len(others) and i >= skip:
-                out.append((paths[lo + i], leaves[lo + i], others[i]))
+                out.append((lo + i, leaves[lo + i], others[i]))
     result: list[Any] = []
     stack = [iter(root)]
     while stack:
@@ -232,7 +239,7 @@ def align(a: Any, b: Any, label: str, a_is_leaf: IsLeaf | None, b_is_leaf: IsLea
             result.append(item)
         else:
             stack.pop()
-    return result
+    return result, paths
 
 
 _Job = tuple[KeyPath, int, int, Any, Any, list[Any]]
@@ -315,29 +322,30 @@ def _is_number(x: Any) -> bool:
 
 
 def _leaf_differences(
-    path: KeyPath, x: Any, y: Any, shapes: bool, dtypes: bool, values: bool, rtol: float, atol: float
-) -> list[Difference]:
+    x: Any, y: Any, shapes: bool, dtypes: bool, values: bool, rtol: float, atol: float
+) -> list[tuple[str, Any, Any]]:
+    """How leaf ``y`` differs from leaf ``x``: ``(kind, left, right)`` of each :class:`Difference`."""
     if is_array(x) and is_array(y):
-        out = []
+        out: list[tuple[str, Any, Any]] = []
         same_shape = tuple(x.shape) == tuple(y.shape)
         if not same_shape and (shapes or values):
-            out.append(Difference(path, "shape", tuple(x.shape), tuple(y.shape)))
+            out.append(("shape", tuple(x.shape), tuple(y.shape)))
         if dtypes and dtype_name(x.dtype) != dtype_name(y.dtype):
-            out.append(Difference(path, "dtype", dtype_name(x.dtype), dtype_name(y.dtype)))
+            out.append(("dtype", dtype_name(x.dtype), dtype_name(y.dtype)))
         if values and same_shape and not _close(x, y, rtol, atol):
-            out.append(Difference(path, "value", x, y))
+            out.append(("value", x, y))
         return out
     if dtypes and (is_array(x) or is_array(y) or type(x) is not type(y)):
-        return [Difference(path, "type", x, y)]
+        return [("type", x, y)]
     if not values:
         return []
     if (is_array(x) or _is_number(x)) and (is_array(y) or _is_number(y)):
         import numpy as np
 
         if np.shape(x) != np.shape(y):
-            return [Difference(path, "shape", np.shape(x), np.shape(y))]
-        return [] if _close(x, y, rtol, atol) else [Difference(path, "value", x, y)]
-    return [] if _equal(x, y) else [Difference(path, "value", x, y)]
+            return [("shape", np.shape(x), np.shape(y))]
+        return [] if _close(x, y, rtol, atol) else [("value", x, y)]
+    return [] if _equal(x, y) else [("value", x, y)]
 
 
 def _equal(x: Any, y: Any) -> bool:

@@ -12,7 +12,7 @@ from treekit._describe import _SHORT, _dim_text, describe_leaf, dtype_name, is_a
 from treekit._errors import _format
 from treekit._keys import KeyPath, keystr
 from treekit._ops import tree_map
-from treekit._traverse import IsLeaf, flatten
+from treekit._traverse import IsLeaf, LeafPaths, flatten
 
 __all__ = ["Dim", "ShapeDtype", "SpecMismatchError", "assert_tree_shapes", "check_spec", "tree_spec"]
 
@@ -107,9 +107,9 @@ def tree_spec(tree: Any, *, is_leaf: IsLeaf | None = None) -> Any:
     Raises:
         TypeError: If some leaves have no shape or dtype; the message lists them all.
     """
-    leaves, _, paths = flatten(tree, is_leaf, with_path=True)
-    assert paths is not None
-    bad = [_not_array("tree", path, x) for path, x in zip(paths, leaves) if not is_array(x)]
+    leaves, treedef, _ = flatten(tree, is_leaf)
+    paths = LeafPaths(tree, treedef)
+    bad = [_not_array("tree", paths[i], x) for i, x in enumerate(leaves) if not is_array(x)]
     if bad:
         raise TypeError(f"tree_spec: {_count(len(bad), 'leaf', 'leaves')} without shape and dtype\n" + "\n".join(bad))
     return tree_map(lambda x: ShapeDtype(tuple(x.shape), x.dtype), tree, is_leaf=is_leaf)
@@ -126,43 +126,44 @@ def _shape_text(shape: tuple[Any, ...]) -> str:
 
 def _spec_problems(tree: Any, spec: Any, is_leaf: IsLeaf | None, spec_label: str) -> tuple[list[str], dict[str, Any]]:
     """Every way ``tree`` fails ``spec``, one line each in leaf order; and the named dims bound."""
-    wants, _, spec_paths = flatten(spec, with_path=True)
-    assert spec_paths is not None
-    bad = [_not_array(spec_label, path, w) for path, w in zip(spec_paths, wants) if not is_array(w)]
+    wants, spec_def, _ = flatten(spec)
+    spec_paths = LeafPaths(spec, spec_def)
+    bad = [_not_array(spec_label, spec_paths[i], w) for i, w in enumerate(wants) if not is_array(w)]
     if bad:
         raise TypeError(
             f"{spec_label}: expected ShapeDtype leaves (or leaves with shape and dtype), got "
             f"{_count(len(bad), 'other leaf', 'other leaves')}\n" + "\n".join(bad)
         )
     lines: list[str] = []
-    bound: dict[str, tuple[Any, KeyPath]] = {}
-    for item in align(spec, tree, "tree", None, is_leaf):
+    bound: dict[str, tuple[Any, int]] = {}  # a named dim's size and the leaf that bound it
+    items, paths = align(spec, tree, "tree", None, is_leaf)
+    for item in items:
         if type(item) is Difference:
             lines.append(item.line("tree"))
             continue
-        path, want, x = item
+        i, want, x = item
         if type(want) is not ShapeDtype:
             want = ShapeDtype(tuple(want.shape), want.dtype)
         expected = str(want) if want.dtype is not None else f"shape {_shape_text(want.shape)}"
         if not is_array(x):
             got_text = f"{type(x).__name__} {describe_leaf(x, 40)}"
-            lines.append(_format("tree", path, expected, got_text, "no shape or dtype", None))
+            lines.append(_format("tree", paths[i], expected, got_text, "no shape or dtype", None))
             continue
         got = tuple(x.shape)
         words = []
         if want.dtype is not None and dtype_name(x.dtype) != want.dtype:
             words.append(f"dtype {dtype_name(x.dtype)}, not {want.dtype}")
-        words += _dim_problems(got, want.shape, path, bound)
+        words += _dim_problems(got, want.shape, i, paths, bound)
         if words:
             got_text = describe_leaf(x) if want.dtype is not None else f"shape {_shape_text(got)}"
-            lines.append(_format("tree", path, expected, got_text, "; ".join(words), None))
+            lines.append(_format("tree", paths[i], expected, got_text, "; ".join(words), None))
     return lines, {name: size for name, (size, _) in bound.items()}
 
 
 def _dim_problems(
-    got: tuple[int, ...], shape: tuple[Any, ...], path: KeyPath, bound: dict[str, tuple[Any, KeyPath]]
+    got: tuple[int, ...], shape: tuple[Any, ...], i: int, paths: LeafPaths, bound: dict[str, tuple[Any, int]]
 ) -> list[str]:
-    """How the shape ``got`` fails ``shape`` (binding named dims in ``bound``), in words."""
+    """How leaf ``i``'s shape ``got`` fails ``shape`` (binding named dims in ``bound``), in words."""
     variadic = next((axis for axis, dim in enumerate(shape) if _is_variadic(dim)), None)
     if variadic is None:
         if len(got) != len(shape):
@@ -178,18 +179,18 @@ def _dim_problems(
     words = []
     if variadic is not None and shape[variadic] is not Ellipsis:
         name, dims = shape[variadic], got[variadic:after]
-        first = bound.setdefault(name, (dims, path))
+        first = bound.setdefault(name, (dims, i))
         if first[0] != dims:
             where = f"dim {variadic}" if len(dims) == 1 else f"dims {variadic}-{after - 1}"
             where = f"no dims at {variadic}" if not dims else f"{where} {'is' if len(dims) == 1 else 'are'} {dims}"
-            words.append(f"{where}, but {name} is {first[0]} at tree{keystr(first[1])}")
+            words.append(f"{where}, but {name} is {first[0]} at tree{keystr(paths[first[1]])}")
     for axis, (size, dim) in pairs:
         if dim is None:
             continue
         if isinstance(dim, str):
-            first = bound.setdefault(dim, (size, path))
+            first = bound.setdefault(dim, (size, i))
             if first[0] != size:
-                words.append(f"dim {axis} is {size}, but {dim} is {first[0]} at tree{keystr(first[1])}")
+                words.append(f"dim {axis} is {size}, but {dim} is {first[0]} at tree{keystr(paths[first[1]])}")
         elif size != dim:
             words.append(f"dim {axis} is {size}, not {dim}")
     return words

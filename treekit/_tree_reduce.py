@@ -16,7 +16,7 @@ from typing import Any
 
 from treekit._keys import keystr
 from treekit._ops import tree_leaves, tree_map, tree_reduce, tree_reduce_associative
-from treekit._traverse import flatten
+from treekit._traverse import LeafPaths, flatten
 from treekit._tree_math import _zip, namespace
 
 __all__ = [
@@ -266,8 +266,8 @@ def tree_dtype(tree: Any, mixed_dtype_handler: str | None = None) -> Any:
         raise TypeError(
             f"mixed_dtype_handler: expected None, 'promote', 'highest' or 'lowest', got {mixed_dtype_handler!r}"
         )
-    leaves, _, paths = flatten(tree, with_path=True)
-    assert paths is not None
+    leaves, treedef, _ = flatten(tree)
+    paths = LeafPaths(tree, treedef)  # for the error's two leaves
     xp = namespace(*leaves)
     if not leaves:
         return xp.asarray([]).dtype
