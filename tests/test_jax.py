@@ -352,6 +352,18 @@ def test_treedefs_convert_both_ways_for_every_case(case_types: None) -> None:
         assert ours != theirs  # docs/jax.md: never equal across libraries; convert first
 
 
+def test_proto_serialization_goes_through_treedef_to_jax() -> None:
+    # docs/migration.md: treekit has no serialize_using_proto; convert first. The proto round
+    # trip must give back the structure (jaxlib serializes lists, tuples, dicts and None only).
+    tree = {"layers": [{"w": 1, "b": (2, None)}], "state": {"step": 3}}
+    ours = tk.tree_structure(tree)
+    proto = tk.treedef_to_jax(ours).serialize_using_proto()
+    assert isinstance(proto, bytes) and proto
+    theirs = jtu.PyTreeDef.deserialize_using_proto(jtu.default_registry, proto)
+    assert tk.treedef_from_jax(theirs) == ours
+    assert tk.tree_unflatten(tk.treedef_from_jax(theirs), [2, 1, 3]) == tree
+
+
 def test_a_treedef_too_deep_for_jax_is_a_value_error_before_jax_recurses() -> None:
     # JAX's flattener recurses a C++ level per tree level and fails past the recursion limit
     # (a SystemError, leaving the interpreter's depth count broken): treekit says so first.

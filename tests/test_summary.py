@@ -95,6 +95,11 @@ def test_format_tree_max_depth() -> None:
     assert tk.format_tree(MODEL, max_depth=5) == tk.format_tree(MODEL)
     with pytest.raises(ValueError, match=re.escape("max_depth: expected None or an int >= 0, got -2")):
         tk.format_tree(MODEL, max_depth=-2)
+    for bad in ("1", 1.0, True):
+        with pytest.raises(TypeError, match="max_depth: expected None or an int"):
+            tk.format_tree(MODEL, max_depth=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="max_items: expected an int"):
+        tk.format_tree(MODEL, max_items=None)  # type: ignore[arg-type]
 
 
 def test_format_tree_elides_long_lists() -> None:

@@ -77,9 +77,14 @@ def format_tree(
         The view as one string, lines joined by newlines (no trailing newline).
 
     Raises:
-        ValueError: If ``max_depth`` is not ``None`` or an int >= 0.
+        TypeError: If ``max_items`` is not an int, or ``max_depth`` neither ``None`` nor an int.
+        ValueError: If ``max_depth`` is a negative int.
     """
-    if max_depth is not None and (type(max_depth) is not int or max_depth < 0):
+    if type(max_items) is not int:
+        raise TypeError(f"max_items: expected an int, got {type(max_items).__name__} {max_items!r:.40}")
+    if max_depth is not None and type(max_depth) is not int:
+        raise TypeError(f"max_depth: expected None or an int >= 0, got {type(max_depth).__name__} {max_depth!r:.40}")
+    if max_depth is not None and max_depth < 0:
         raise ValueError(f"max_depth: expected None or an int >= 0, got {max_depth!r}")
     treedef = flatten(tree, is_leaf)[1]
     nodes = treedef._nodes

@@ -327,3 +327,9 @@ def _first_broken(
     message = run(law, x)
     assert message is not None
     return x, message
+
+
+# Their public home (treekit.testing re-exports them), for repr, tracebacks and pickle.
+for _cls in (BrokenLaw, NodeTypeLawError, NodeTypeReport):
+    _cls.__module__ = "treekit.testing"
+del _cls

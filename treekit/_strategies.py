@@ -50,6 +50,9 @@ class Pair(NamedTuple):
     second: Any
 
 
+Pair.__module__ = "treekit.testing"  # its public home (re-exported there), for repr and pickle
+
+
 BUILTIN_NODE_TYPES: tuple[Any, ...] = (
     list,
     tuple,

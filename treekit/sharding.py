@@ -218,6 +218,10 @@ def _shape(x: Any) -> tuple[int, ...] | None:
     return tuple(shape)
 
 
+def _entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
+
+
 def _problems(path: KeyPath, shape: tuple[int, ...] | None, spec: Any, axes: Mapping[str, int]) -> Iterable[str]:
     where = f"tree{keystr(path)}"
     if shape is None:
@@ -226,8 +230,8 @@ def _problems(path: KeyPath, shape: tuple[int, ...] | None, spec: Any, axes: Map
         return
     if len(spec) > len(shape):
         yield (
-            f"{where}: expected a spec of at most {len(shape)} entries for shape {shape}, "
-            f"got {spec_str(spec)} ({len(spec)} entries)"
+            f"{where}: expected a spec of at most {_entries(len(shape))} for shape {shape}, "
+            f"got {spec_str(spec)} ({_entries(len(spec))})"
         )
         return
     seen: set[Any] = set()
@@ -263,7 +267,7 @@ def check_specs(tree: PyTree, specs: Any, mesh: Any) -> None:
     Traceback (most recent call last):
     ...
     treekit.sharding.ShardingError: 2 leaves can't be sharded so:
-      tree['b']: expected a spec of at most 1 entries for shape (8,), got P('model', 'data') (2 entries)
+      tree['b']: expected a spec of at most 1 entry for shape (8,), got P('model', 'data') (2 entries)
       tree['w']: expected dim 0 (size 6) divisible by 4 (mesh axes 'model'=4), got a remainder of 2 (shape (6, 8), spec P('model', None))
 
     Args:

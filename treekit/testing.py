@@ -48,8 +48,3 @@ __all__ = [
     "trees",
     "trees_like",
 ]
-
-# Their public home, for repr, tracebacks and pickle.
-for _cls in (Pair, BrokenLaw, NodeTypeLawError, NodeTypeReport):
-    _cls.__module__ = __name__
-del _cls
