@@ -12,9 +12,7 @@ typedef struct {
     PyObject *data;     /* owned */
     PyObject *children; /* owned: a list or a tuple (see tk_plain_seq) */
     PyObject *keys;     /* owned or NULL: a list or a tuple of key entries (with paths) */
-    PyObject *prefix;   /* owned or NULL: the node's key path, made when a second path is asked */
     Py_ssize_t n, i, leaf_start, node_start;
-    int asked;          /* a child's key path was made */
 } Frame;
 
 static void frame_clear(Frame *f) {
@@ -23,7 +21,6 @@ static void frame_clear(Frame *f) {
     Py_CLEAR(f->data);
     Py_CLEAR(f->children);
     Py_CLEAR(f->keys);
-    Py_CLEAR(f->prefix);
 }
 
 static int cmp_ptr(const void *a, const void *b) {
@@ -54,30 +51,90 @@ static int has_cycle(Frame *frames, Py_ssize_t depth, PyObject *child) {
     return found;
 }
 
-/* The key path of the top frame's current child (child i - 1): new reference. The first
- * one asked of a frame is copied straight from the frames' keys; from the second on, the
- * frame's own key path (its prefix: the keys leading out of frames 1..depth-2) is kept and
- * extended, as the pure walker's `prefix` (a chain with one leaf per level copies once). */
-static PyObject *child_path(Frame *frames, Py_ssize_t depth) {
+/* The walk's stack: the frames of the current node's ancestors and, with paths, the key
+ * path leading to each (path[k]: the key entry from frames[k - 1] to frames[k], owned, for
+ * k >= 2; frames[1] is the root). The first FIRST_FRAMES live on the C stack; deeper walks
+ * move to the heap, and the last heap arrays freed are kept for the next walk (taken, so a
+ * walk started by user code inside a walk gets its own). */
+#define FIRST_FRAMES 32
+#define SPARE_LIMIT 4096 /* frames: a deeper walk's arrays are freed, not kept */
+typedef struct {
+    Frame *frames;
+    PyObject **path;
+    Py_ssize_t cap;
+} Stack;
+static Stack spare;
+
+static int stack_grow(Stack *st, Frame *first_frames, PyObject **first_path) {
+    Py_ssize_t cap = st->cap * 2;
+    int on_c_stack = st->frames == first_frames;
+    Frame *frames = on_c_stack ? PyMem_Malloc(sizeof(Frame) * (size_t)cap)
+                               : PyMem_Realloc(st->frames, sizeof(Frame) * (size_t)cap);
+    if (frames == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (on_c_stack) memcpy(frames, first_frames, sizeof(Frame) * (size_t)st->cap);
+    st->frames = frames; /* the old arrays are the new ones' start from here on */
+    PyObject **path = on_c_stack ? PyMem_Malloc(sizeof(PyObject *) * (size_t)cap)
+                                 : PyMem_Realloc(st->path, sizeof(PyObject *) * (size_t)cap);
+    if (path == NULL) {
+        if (on_c_stack) { /* the C stack's arrays stay the walk's: its frames are still there */
+            PyMem_Free(frames);
+            st->frames = first_frames;
+        }
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (on_c_stack) memcpy(path, first_path, sizeof(PyObject *) * (size_t)st->cap);
+    st->path = path;
+    st->cap = cap;
+    return 0;
+}
+
+static void stack_release(Stack *st, Frame *first_frames) {
+    if (st->frames == first_frames) return;
+    if (spare.frames == NULL && st->cap <= SPARE_LIMIT) {
+        spare = *st;
+        return;
+    }
+    PyMem_Free(st->frames);
+    PyMem_Free(st->path);
+}
+
+/* out[0..] = path[2..depth - 1], each a new reference. A path repeats its entries (each
+ * level of [x, [x, ...]] is SequenceKey(1)): a run of one entry gets its references in
+ * one addition, not one increment after another on the same count. */
+static inline void copy_path(PyObject *out, PyObject **path, Py_ssize_t depth) {
+    PyObject *run_of = NULL;
+    Py_ssize_t run = 0;
+    for (Py_ssize_t k = 2; k < depth; k++) {
+        PyObject *key = path[k];
+        PyTuple_SET_ITEM(out, k - 2, key);
+        if (key == run_of) {
+            run++;
+            continue;
+        }
+        if (run_of != NULL) Py_SET_REFCNT(run_of, Py_REFCNT(run_of) + run);
+        run_of = key;
+        run = 1;
+    }
+    if (run_of != NULL) Py_SET_REFCNT(run_of, Py_REFCNT(run_of) + run);
+}
+
+/* (path[2], ..., path[depth - 1], key): the key path of the top frame's child `key` leads
+ * to (depth 1: the root's, ()). New reference. */
+static PyObject *path_to(PyObject **path, Py_ssize_t depth, PyObject *key) {
     if (depth == 1) {
         Py_INCREF(S.empty_tuple);
         return S.empty_tuple;
     }
-    Frame *f = &frames[depth - 1];
-    if (f->prefix == NULL) {
-        int first = !f->asked;
-        f->asked = 1;
-        PyObject *out = PyTuple_New(first ? depth - 1 : depth - 2);
-        if (out == NULL) return NULL;
-        for (Py_ssize_t k = 1; k < (first ? depth : depth - 1); k++) {
-            PyObject *key = PySequence_Fast_GET_ITEM(frames[k].keys, frames[k].i - 1);
-            Py_INCREF(key);
-            PyTuple_SET_ITEM(out, k - 1, key);
-        }
-        if (first) return out;
-        f->prefix = out;
-    }
-    return tk_extend(f->prefix, PySequence_Fast_GET_ITEM(f->keys, f->i - 1));
+    PyObject *out = PyTuple_New(depth - 1);
+    if (out == NULL) return NULL;
+    copy_path(out, path, depth);
+    Py_INCREF(key);
+    PyTuple_SET_ITEM(out, depth - 2, key);
+    return out;
 }
 
 /* The records made in this walk, by (node type, node data, arity, num_leaves, num_nodes):
@@ -90,19 +147,29 @@ typedef struct {
     Py_ssize_t arity, num_leaves, num_nodes;
 } Made;
 typedef struct {
+    uint64_t used; /* bit k: slot k holds a record (the slots are not cleared beforehand) */
     Made slot[RECORDS];
 } Records;
 
 /* The walk's records, in post-order (owned references), made into the TreeDef's tuple at
- * the end without a list in between. */
+ * the end without a list in between. The last array freed is kept for the next walk (as the
+ * stack's arrays). */
 typedef struct {
     PyObject **items;
     Py_ssize_t n, cap;
 } Buf;
+static Buf spare_buf;
+#define SPARE_BUF_LIMIT (1 << 16)
 
 static int buf_push(Buf *b, PyObject *x) { /* takes a new reference to x */
     if (b->n == b->cap) {
-        Py_ssize_t cap = b->cap ? 2 * b->cap : 64;
+        if (b->items == NULL && spare_buf.items != NULL) {
+            *b = spare_buf;
+            spare_buf.items = NULL;
+            spare_buf.cap = 0;
+            goto push;
+        }
+        Py_ssize_t cap = b->cap ? 2 * b->cap : 256;
         PyObject **more = PyMem_Realloc(b->items, sizeof(PyObject *) * (size_t)cap);
         if (more == NULL) {
             PyErr_NoMemory();
@@ -111,6 +178,7 @@ static int buf_push(Buf *b, PyObject *x) { /* takes a new reference to x */
         b->items = more;
         b->cap = cap;
     }
+push:
     Py_INCREF(x);
     b->items[b->n++] = x;
     return 0;
@@ -118,7 +186,13 @@ static int buf_push(Buf *b, PyObject *x) { /* takes a new reference to x */
 
 static void buf_clear(Buf *b) {
     for (Py_ssize_t k = 0; k < b->n; k++) Py_DECREF(b->items[k]);
-    PyMem_Free(b->items);
+    if (b->items != NULL && spare_buf.items == NULL && b->cap <= SPARE_BUF_LIMIT) {
+        spare_buf.items = b->items;
+        spare_buf.cap = b->cap;
+        spare_buf.n = 0;
+    } else {
+        PyMem_Free(b->items);
+    }
     b->items = NULL;
     b->n = b->cap = 0;
 }
@@ -134,15 +208,44 @@ static PyObject *buf_tuple(Buf *b) {
 }
 
 static void records_clear(Records *r) {
-    for (int k = 0; k < RECORDS; k++) Py_CLEAR(r->slot[k].record);
+    for (int k = 0; k < RECORDS; k++)
+        if (r->used >> k & 1) Py_DECREF(r->slot[k].record);
+    r->used = 0;
 }
+
+/* v as an int, for the records' counts: new reference. The counts below COUNTS are made
+ * once and kept (a tree's records repeat them). */
+#define COUNTS 1024
+static PyObject *counts[COUNTS];
+static PyObject *count_of(Py_ssize_t v) {
+    if (v < 0 || v >= COUNTS) return PyLong_FromSsize_t(v);
+    if (counts[v] == NULL && (counts[v] = PyLong_FromSsize_t(v)) == NULL) return NULL;
+    Py_INCREF(counts[v]);
+    return counts[v];
+}
+
+/* The records of lists, tuples and Nones (node data None), kept from walk to walk: they
+ * hold nothing of the user's, and a tree's shape repeats from call to call (a deep list
+ * has as many distinct records as levels). Direct-mapped, as `Records`. */
+#define KEPT 512
+static Made kept[KEPT];
 
 static int add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py_ssize_t arity,
                       Py_ssize_t num_leaves, Py_ssize_t num_nodes) {
     uintptr_t h = ((uintptr_t)ntype >> 4) * 31u + ((uintptr_t)data >> 4) * 17u + (uintptr_t)arity * 7u +
                   (uintptr_t)num_leaves * 3u + (uintptr_t)num_nodes;
-    Made *m = &made->slot[(h ^ (h >> 7)) % RECORDS];
-    if (m->record != NULL && PyTuple_GET_ITEM(m->record, 0) == ntype && PyTuple_GET_ITEM(m->record, 1) == data &&
+    unsigned at = 0;
+    Made *m;
+    int held, keep = data == Py_None && (ntype == S.LIST || ntype == S.TUPLE || ntype == S.NONE);
+    if (keep) {
+        m = &kept[(h ^ (h >> 9)) % KEPT];
+        held = m->record != NULL;
+    } else {
+        at = (unsigned)((h ^ (h >> 7)) % RECORDS);
+        m = &made->slot[at];
+        held = (int)(made->used >> at & 1);
+    }
+    if (held && PyTuple_GET_ITEM(m->record, 0) == ntype && PyTuple_GET_ITEM(m->record, 1) == data &&
         m->arity == arity && m->num_leaves == num_leaves && m->num_nodes == num_nodes)
         return buf_push(nodes, m->record);
     PyObject *record = PyTuple_New(5);
@@ -151,7 +254,7 @@ static int add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data
     PyTuple_SET_ITEM(record, 0, ntype);
     Py_INCREF(data);
     PyTuple_SET_ITEM(record, 1, data);
-    PyObject *a = tk_int(arity), *l = a ? tk_int(num_leaves) : NULL, *n = l ? tk_int(num_nodes) : NULL;
+    PyObject *a = count_of(arity), *l = a ? count_of(num_leaves) : NULL, *n = l ? count_of(num_nodes) : NULL;
     if (n == NULL) {
         Py_XDECREF(a);
         Py_XDECREF(l);
@@ -162,15 +265,15 @@ static int add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data
     PyTuple_SET_ITEM(record, 3, l);
     PyTuple_SET_ITEM(record, 4, n);
     int rc = buf_push(nodes, record);
-    Py_XDECREF(m->record);
+    PyObject *old = held ? m->record : NULL;
+    if (!keep) made->used |= (uint64_t)1 << at;
     m->record = record; /* the reference made above */
     m->arity = arity;
     m->num_leaves = num_leaves;
     m->num_nodes = num_nodes;
+    Py_XDECREF(old); /* the walk's own are in `nodes` too; a kept one holds no user object */
     return rc;
 }
-
-#define FIRST_FRAMES 32
 
 /* Drop the references a child being looked at holds (the walk's locals). */
 #define DROP_CHILD()          \
@@ -179,6 +282,7 @@ static int add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data
         Py_XDECREF(data);     \
         Py_XDECREF(keys);     \
         Py_XDECREF(owned);    \
+        Py_XDECREF(key);      \
         Py_DECREF(child);     \
     } while (0)
 
@@ -202,19 +306,43 @@ static void changed_error(Frame *frames, Py_ssize_t depth, Frame *f) {
     }
 }
 
+/* The memo's answer for x's type without a call where it has one (tk_ctx_lookup's). */
+static inline PyObject *lookup(Ctx *c, PyObject *x, PyObject **owned) {
+    Memo *m = &c->memo[((uintptr_t)Py_TYPE(x) >> 4) % MEMO_SIZE];
+    if (m->type == Py_TYPE(x)) {
+        *owned = NULL;
+        return m->ntype;
+    }
+    return tk_ctx_lookup(c, x, owned);
+}
+
+/* tk_ctx_leaf_type, the memo's answer without a call where it has one. */
+static inline int leaf_type(Ctx *c, PyTypeObject *tp) {
+    Memo *m = &c->memo[((uintptr_t)tp >> 4) % MEMO_SIZE];
+    if (m->type == tp) return m->ntype == Py_None;
+    return tk_ctx_leaf_type(c, tp);
+}
+
 int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves, PyObject **records,
             PyObject *paths) {
     Buf buf = {NULL, 0, 0}, *nodes = records != NULL ? &buf : NULL;
     Ctx ctx;
     if (tk_ctx_open(&ctx, with_path) < 0) return -1;
-    Py_ssize_t cap = FIRST_FRAMES, depth = 1;
-    Frame first[FIRST_FRAMES]; /* the heap takes over past this depth */
-    memset(first, 0, sizeof(first));
-    Frame *frames = first;
+    Py_ssize_t depth = 1;
+    Frame first[FIRST_FRAMES]; /* the heap takes over past this depth (fields set as frames are pushed) */
+    PyObject *first_path[FIRST_FRAMES];
+    Stack st = {first, first_path, FIRST_FRAMES};
+    if (spare.frames != NULL) { /* the last deep walk's arrays */
+        st = spare;
+        spare.frames = NULL;
+    }
+    Frame *frames = st.frames;
+    PyObject **path = st.path;
     Records made_s, *made_records = &made_s; /* records shared within this walk */
-    memset(&made_s, 0, sizeof(made_s));
+    made_s.used = 0;
     int rc = -1;
     /* The root is the one child of a virtual node, so it goes through the same code. */
+    memset(&frames[0], 0, sizeof(Frame));
     frames[0].children = PyTuple_Pack(1, tree);
     if (frames[0].children == NULL) goto done;
     frames[0].n = 1;
@@ -239,6 +367,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             made++;
             frame_clear(f);
             depth--;
+            if (with_path) Py_DECREF(path[depth]);
             continue;
         }
         PyObject *child;
@@ -247,6 +376,13 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             changed_error(frames, depth, f);
             goto done;
         }
+        /* the key entry leading to the child (with paths): held, as user code may drop the keys' */
+        PyObject *key = NULL;
+        if (with_path) {
+            if (PyList_CheckExact(f->keys) && f->i >= PyList_GET_SIZE(f->keys)) goto defer; /* shortened */
+            key = PySequence_Fast_GET_ITEM(f->keys, f->i);
+            Py_INCREF(key);
+        }
         child = PySequence_Fast_GET_ITEM(f->children, f->i);
         f->i++;
         Py_INCREF(child);
@@ -254,9 +390,9 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         if (is_leaf != NULL) {
             PyObject *r;
             if (takes_path) {
-                PyObject *path = child_path(frames, depth);
-                r = path == NULL ? NULL : PyObject_CallFunctionObjArgs(is_leaf, path, child, NULL);
-                Py_XDECREF(path);
+                PyObject *at = path_to(path, depth, key);
+                r = at == NULL ? NULL : PyObject_CallFunctionObjArgs(is_leaf, at, child, NULL);
+                Py_XDECREF(at);
             } else {
                 r = PyObject_CallOneArg(is_leaf, child);
             }
@@ -265,30 +401,29 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             Py_XDECREF(r);
             tk_forget(&ctx);
             if (stop < 0) {
-                Py_DECREF(child);
+                DROP_CHILD();
                 if (stop == -2 || tk_defer_error()) goto defer;
                 goto done;
             }
             if (stop) ntype = Py_None;
         }
         if (ntype == NULL) {
-            ntype = tk_ctx_lookup(&ctx, child, &owned);
+            ntype = lookup(&ctx, child, &owned);
             if (ntype == NULL) {
-                Py_DECREF(child);
+                DROP_CHILD();
                 if (tk_defer_error()) goto defer;
                 goto done;
             }
         }
         if (ntype == Py_None) {
-            Py_XDECREF(owned);
             int bad = PyList_Append(leaves, child) < 0 || (nodes != NULL && buf_push(nodes, S.LEAF) < 0);
             made++;
             if (!bad && with_path) {
-                PyObject *path = child_path(frames, depth);
-                bad = path == NULL || PyList_Append(paths, path) < 0;
-                Py_XDECREF(path);
+                PyObject *at = path_to(path, depth, key);
+                bad = at == NULL || PyList_Append(paths, at) < 0;
+                Py_XDECREF(at);
             }
-            Py_DECREF(child);
+            DROP_CHILD();
             if (bad) goto done;
             continue;
         }
@@ -311,7 +446,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
              * here, without a frame: its leaves are copied in one go. */
             Py_ssize_t j = 0;
             for (; j < n; j++) {
-                if (tk_ctx_leaf_type(&ctx, Py_TYPE(PySequence_Fast_GET_ITEM(kids, j))) != 1) break;
+                if (leaf_type(&ctx, Py_TYPE(PySequence_Fast_GET_ITEM(kids, j))) != 1) break;
             }
             if (j == n) {
                 Py_ssize_t at = PyList_GET_SIZE(leaves);
@@ -320,14 +455,25 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
                 bad = bad || (nodes != NULL && add_record(nodes, made_records, ntype, data, n, n, n + 1) < 0);
                 made += n + 1;
                 if (!bad && with_path) {
-                    PyObject *here = child_path(frames, depth);
-                    bad = here == NULL;
+                    /* each leaf's path: the node's, then the leaf's key, made in one go */
+                    Py_ssize_t size = depth == 1 ? 1 : depth; /* the root's path is () */
                     for (j = 0; !bad && j < n; j++) {
-                        PyObject *path = tk_extend(here, PySequence_Fast_GET_ITEM(keys, j));
-                        bad = path == NULL || PyList_Append(paths, path) < 0;
-                        Py_XDECREF(path);
+                        PyObject *out = PyTuple_New(size);
+                        if (out == NULL) {
+                            bad = 1;
+                            break;
+                        }
+                        copy_path(out, path, depth);
+                        if (depth > 1) {
+                            Py_INCREF(key);
+                            PyTuple_SET_ITEM(out, depth - 2, key);
+                        }
+                        PyObject *leaf_key = PySequence_Fast_GET_ITEM(keys, j);
+                        Py_INCREF(leaf_key);
+                        PyTuple_SET_ITEM(out, size - 1, leaf_key);
+                        bad = PyList_Append(paths, out) < 0;
+                        Py_DECREF(out);
                     }
-                    Py_XDECREF(here);
                 }
                 DROP_CHILD();
                 if (bad) goto done;
@@ -351,32 +497,27 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
                 goto defer;
             }
         }
-        if (depth == cap) {
-            Frame *more = frames == first ? PyMem_Malloc(sizeof(Frame) * (size_t)(cap * 2))
-                                          : PyMem_Realloc(frames, sizeof(Frame) * (size_t)(cap * 2));
-            if (more == NULL) {
-                PyErr_NoMemory();
+        if (depth == st.cap) {
+            if (stack_grow(&st, first, first_path) < 0) {
                 DROP_CHILD();
                 goto done;
             }
-            if (frames == first) memcpy(more, first, sizeof(first));
-            memset(more + cap, 0, sizeof(Frame) * (size_t)cap);
-            frames = more;
-            cap *= 2;
+            frames = st.frames;
+            path = st.path;
         }
-        Frame *g = &frames[depth++];
+        Frame *g = &frames[depth];
         g->node = child; /* the references taken above */
         g->ntype = owned != NULL ? owned : ntype;
         if (owned == NULL) Py_INCREF(ntype);
         g->data = data;
         g->children = kids;
         g->keys = keys;
-        g->prefix = NULL;
-        g->asked = 0;
         g->n = n;
         g->i = 0;
         g->leaf_start = PyList_GET_SIZE(leaves);
         g->node_start = made;
+        if (with_path) path[depth] = key; /* the reference taken above */
+        depth++;
     }
     rc = 0;
     if (records != NULL && (*records = buf_tuple(&buf)) == NULL) rc = -1;
@@ -384,8 +525,11 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
 defer:
     rc = DEFER;
 done:
-    for (Py_ssize_t k = 0; k < depth; k++) frame_clear(&frames[k]);
-    if (frames != first) PyMem_Free(frames);
+    for (Py_ssize_t k = 0; k < depth; k++) {
+        frame_clear(&frames[k]);
+        if (with_path && k > 0) Py_DECREF(path[k]);
+    }
+    stack_release(&st, first);
     records_clear(made_records);
     buf_clear(&buf);
     tk_ctx_close(&ctx);
