@@ -34,13 +34,14 @@ def _public_callables() -> list[tuple[str, Any]]:
     out = []
     for name in treekit.__all__:
         obj = getattr(treekit, name)
-        if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__.startswith("treekit"):
+        # (a routine: the native core makes keystr a built-in function)
+        if (inspect.isroutine(obj) or inspect.isclass(obj)) and obj.__module__.startswith("treekit"):
             out.append((name, obj))
     return out
 
 
 PUBLIC = _public_callables()
-FUNCTIONS = [(name, obj) for name, obj in PUBLIC if inspect.isfunction(obj)]
+FUNCTIONS = [(name, obj) for name, obj in PUBLIC if inspect.isroutine(obj)]
 
 
 def _args_section(doc: str) -> list[str]:

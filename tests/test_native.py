@@ -13,7 +13,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import gc
+import inspect
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -172,8 +174,10 @@ def _pure_core() -> Iterator[None]:
     """tree_map, the guided walk and keystr as the pure core runs them: no native step inside."""
     saved = [(treekit._ops, "flatten", treekit._ops.flatten)]
     saved += [(m, "NATIVE", m.NATIVE) for m in (treekit._ops, treekit._treedef, treekit._keys)]
+    saved += [(treekit, "keystr", treekit.keystr)]
     for module, name, _ in saved:
-        setattr(module, name, pure_flatten if name == "flatten" else None)
+        pure = {"flatten": pure_flatten, "keystr": treekit._keys._pure_keystr}
+        setattr(module, name, pure.get(name))
     try:
         yield
     finally:
@@ -317,6 +321,32 @@ def test_keystr_of_odd_keys_is_the_pure_cores(keys: Any, simple: Any, separator:
 
     got = _outcome(lambda: treekit.keystr(fresh(), simple=simple, separator=separator))
     assert got == _pure(lambda: treekit.keystr(fresh(), simple=simple, separator=separator))
+
+
+def test_keystr_is_a_builtin_function_with_the_pure_ones_signature_docstring_and_errors() -> None:
+    pure, path = treekit._keys._pure_keystr, (treekit.DictKey("a"), treekit.SequenceKey(300))
+    if treekit.backend() == "native":
+        assert inspect.isbuiltin(treekit.keystr) and treekit.keystr.__module__ == "treekit._keys"
+    else:
+        assert treekit.keystr is pure
+    assert inspect.getdoc(treekit.keystr) == inspect.getdoc(pure)
+    shape = [(p.name, p.kind, p.default) for p in inspect.signature(pure).parameters.values()]
+    assert [(p.name, p.kind, p.default) for p in inspect.signature(treekit.keystr).parameters.values()] == shape
+    assert pickle.loads(pickle.dumps(treekit.keystr)) is treekit.keystr
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((path,), {}),
+        ((), {"keys": path, "simple": True, "separator": "/"}),
+        ((path,), {"separator": "", "simple": False}),
+        ((path, True), {}),
+        ((), {}),
+        ((path,), {"keys": path}),
+        ((path,), {"sep": "/"}),
+        ((path,), {"separator": b"/"}),
+        ((path,), {"simple": 1}),
+    ]
+    for args, kwargs in calls:
+        got = _outcome(lambda a=args, k=kwargs: treekit.keystr(*a, **k))
+        assert got == _outcome(lambda a=args, k=kwargs: pure(*a, **k)), (args, kwargs)
 
 
 class _Indexed(collections.namedtuple("_Indexed", "a b")):

@@ -131,6 +131,7 @@ class Workload:
             lambda: treekit.tree_map_with_path(lambda p, x: x, tree),
             lambda: treekit.tree_flatten_with_path(tree),
             lambda: [treekit.keystr(p) for p, _ in treekit.tree_leaves_with_path(tree)],
+            lambda: treekit.keystr([treekit.DictKey("\u00e9"), treekit.DictKey(self.key)], simple=True, separator="/"),
             lambda: treekit.tree_flatten(tree, is_leaf=lambda x: x is None),
             lambda: treekit.tree_leaves_with_path(tree, is_leaf=lambda p, x: len(p) > 2, is_leaf_takes_path=True),
         ]
@@ -142,6 +143,7 @@ class Workload:
             expect(Boom, lambda: treekit.tree_map(same, tree, is_leaf=is_leaf_raises)),
             expect(treekit.StructureMismatchError, lambda: treekit.tree_map(same, tree, self.mismatched)),
             expect(ValueError, lambda: treekit.tree_unflatten(treedef, leaves[:-1])),
+            expect(TypeError, lambda: treekit.keystr((treekit.DictKey(self.key),), separator=None)),
             expect(Boom, lambda: treekit.tree_unflatten(self.broken, [leaf] * 4)),
         ]
         return finished, handed_over

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from treekit._core import NATIVE
 
@@ -215,12 +216,13 @@ def keystr(keys: KeyPath, *, simple: bool = False, separator: str = "") -> str:
     """
     if not isinstance(separator, str):
         raise TypeError(f"keystr: separator: expected str, got {type(separator).__name__}")
-    if _NATIVE_KEYSTR is not None:  # the same texts, joined in C
-        text = _NATIVE_KEYSTR(keys, simple, separator)
-        if text is not _DEFER:
-            return text  # type: ignore[no-any-return]
     return separator.join(map(_simple if simple else str, keys))
 
 
-_NATIVE_KEYSTR: Any = None if NATIVE is None else NATIVE.keystr
-_DEFER: Any = None if NATIVE is None else NATIVE.DEFER
+_pure_keystr = keystr
+
+if NATIVE is not None and not TYPE_CHECKING:
+    # The same function (name, docstring, signature, errors) as a built-in one, whose calls
+    # run in C without a Python frame; the function above takes any call whose arguments
+    # need checking.
+    keystr = NATIVE.keystr_function(_pure_keystr, sys.modules[__name__])

@@ -10,8 +10,16 @@
  *       mirrors treekit._ops.tree_map / tree_map_with_path; DEFER: let Python map it
  *   keystr(keys, simple, separator)
  *       mirrors treekit._keys.keystr; DEFER: let Python join it
+ *   keystr_function(pure, module)
+ *       treekit.keystr, a built-in function: keystr's calls in C, with pure (keystr as
+ *       written in Python) taking every call whose arguments it must check
  */
 #include "native.h"
+#ifndef Py_T_OBJECT_EX
+#include "structmember.h" /* T_OBJECT_EX (Py_T_OBJECT_EX from 3.12) */
+#else
+#define T_OBJECT_EX Py_T_OBJECT_EX
+#endif
 
 State S;
 
@@ -72,7 +80,9 @@ int tk_ready(void) {
         return -1;
     if (!(S.s_hash = PyUnicode_InternFromString("_hash")) || !(S.s_builder = PyUnicode_InternFromString("_builder")) ||
         !(S.s_plain = PyUnicode_InternFromString("plain")) || !(S.s_keyed = PyUnicode_InternFromString("keyed")) ||
-        !(S.s_unflatten = PyUnicode_InternFromString("unflatten")) || !(S.s_func = PyUnicode_InternFromString("func")))
+        !(S.s_unflatten = PyUnicode_InternFromString("unflatten")) || !(S.s_func = PyUnicode_InternFromString("func")) ||
+        !(S.s_simple = PyUnicode_InternFromString("simple")) || !(S.s_keys = PyUnicode_InternFromString("keys")) ||
+        !(S.s_separator = PyUnicode_InternFromString("separator")))
         return -1;
     PyObject *slots = PyObject_GetAttrString(S.TreeDef, "__slots__");
     PyObject *expected = Py_BuildValue("(sss)", "_builder", "_hash", "_nodes");
@@ -322,24 +332,173 @@ static PyObject *entry_text(PyObject *entry, int simple) {
     return out;
 }
 
-/* keystr(keys, simple, separator) -> str (new reference), or DEFER before reading keys. */
-static PyObject *keystr(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "keystr(keys, simple, separator)");
-        return NULL;
+/* -- keystr's common case: written straight into the result ------------------------------------ */
+/* The value slot of each built-in entry class (SequenceKey.idx, DictKey.key, GetAttrKey.name,
+ * FlattenedIndexKey.key), read at its offset: found at first use, and used only where the
+ * class's attribute is a member descriptor of that very class holding an object. */
+typedef struct {
+    PyObject *cls;     /* borrowed from S */
+    Py_ssize_t offset; /* 0: read through getattr */
+} Slot;
+static Slot slot_of[4];
+static int slots_read;
+
+/* ASCII characters a str's repr shows as they are (PRINTED), and those besides a quote and a
+ * backslash (BARE): such a str's repr is itself in single quotes. */
+#define PRINTED 1
+#define BARE 2
+static unsigned char ascii_kind[128];
+
+
+static void read_slots(void) {
+    PyObject *classes[4] = {S.SequenceKey, S.DictKey, S.GetAttrKey, S.FlattenedIndexKey};
+    PyObject *names[4] = {S.s_idx, S.s_key, S.s_name, S.s_key};
+    for (int k = 0; k < 4; k++) {
+        slot_of[k].cls = classes[k];
+        slot_of[k].offset = 0;
+        if (!PyType_Check(classes[k])) continue;
+        PyObject *dict = ((PyTypeObject *)classes[k])->tp_dict;
+        PyObject *d = dict == NULL ? NULL : PyDict_GetItemWithError(dict, names[k]); /* borrowed */
+        if (d != NULL && Py_TYPE(d) == &PyMemberDescr_Type &&
+            ((PyDescrObject *)d)->d_type == (PyTypeObject *)classes[k]) {
+            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+            if (m->type == T_OBJECT_EX && m->offset > 0) slot_of[k].offset = m->offset;
+        }
     }
-    if (tk_ready() < 0) return NULL;
-    int simple = PyBool_Check(args[1]) ? args[1] == Py_True : -1;
-    if (simple < 0 || !PyUnicode_CheckExact(args[2])) {
-        Py_INCREF(S.deferred);
-        return S.deferred;
+    PyErr_Clear();
+    for (int c = 0x20; c < 0x7f; c++) ascii_kind[c] = c == '\'' || c == '\\' ? PRINTED : PRINTED | BARE;
+    slots_read = 1;
+}
+
+/* The object in entry's value slot (borrowed, NULL if unset) when entry is exactly of the
+ * k-th class and the slot is read directly; NULL otherwise. */
+static inline PyObject *slot_value(PyObject *entry, int k) {
+    if (slot_of[k].offset == 0 || (PyObject *)Py_TYPE(entry) != slot_of[k].cls) return NULL;
+    return *(PyObject **)((char *)entry + slot_of[k].offset);
+}
+
+/* One entry's text in pieces: prefix, body, suffix (ASCII). */
+typedef struct {
+    const char *pre, *body, *post;
+    Py_ssize_t npre, nbody, npost;
+    char digits[24];
+} Piece;
+
+#define PIECES 16
+
+/* An exact int as decimal digits into p->digits (the body): 0, or -1 if it does not fit. */
+static int digits_of(PyObject *v, Piece *p) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
     }
+    char *end = p->digits + sizeof(p->digits), *at = end;
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    do {
+        *--at = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (x < 0) *--at = '-';
+    p->body = at;
+    p->nbody = end - at;
+    return 0;
+}
+
+/* A str that is ASCII and made of `kind` characters only. */
+static int plain_ascii(PyObject *v, unsigned char kind) {
+    if (!PyUnicode_IS_ASCII(v)) return 0;
+    const unsigned char *c = PyUnicode_1BYTE_DATA(v);
+    for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(v); i < n; i++) {
+        if (!(ascii_kind[c[i]] & kind)) return 0;
+    }
+    return 1;
+}
+
+/* The texts of the built-in entries as __str__ (or _simple) gives them, for the values whose
+ * text is plain ASCII: 0, or -1 (no exception) if this entry is not of that kind. */
+static int piece_of(PyObject *entry, int simple, Piece *p) {
+    p->pre = p->post = "";
+    p->npre = p->npost = 0;
+    PyObject *v;
+    if ((v = slot_value(entry, 0)) != NULL) { /* SequenceKey: f"[{idx}]" */
+        if (!PyLong_CheckExact(v) || digits_of(v, p) < 0) return -1;
+        if (!simple) p->pre = "[", p->npre = 1, p->post = "]", p->npost = 1;
+        return 0;
+    }
+    if ((v = slot_value(entry, 1)) != NULL) { /* DictKey: f"[{key!r}]" */
+        if (PyLong_CheckExact(v)) {
+            if (digits_of(v, p) < 0) return -1;
+            if (!simple) p->pre = "[", p->npre = 1, p->post = "]", p->npost = 1;
+            return 0;
+        }
+        if (!PyUnicode_CheckExact(v) || !plain_ascii(v, simple ? PRINTED : BARE)) return -1;
+        p->body = (const char *)PyUnicode_1BYTE_DATA(v);
+        p->nbody = PyUnicode_GET_LENGTH(v);
+        if (!simple) p->pre = "['", p->npre = 2, p->post = "']", p->npost = 2;
+        return 0;
+    }
+    if ((v = slot_value(entry, 2)) != NULL) { /* GetAttrKey: f".{name}" */
+        if (!PyUnicode_CheckExact(v) || !plain_ascii(v, PRINTED)) return -1;
+        p->body = (const char *)PyUnicode_1BYTE_DATA(v);
+        p->nbody = PyUnicode_GET_LENGTH(v);
+        if (!simple) p->pre = ".", p->npre = 1;
+        return 0;
+    }
+    if ((v = slot_value(entry, 3)) != NULL) { /* FlattenedIndexKey: f"[<flat index {key}>]" */
+        if (!PyLong_CheckExact(v) || digits_of(v, p) < 0) return -1;
+        if (!simple) p->pre = "[<flat index ", p->npre = 13, p->post = ">]", p->npost = 2;
+        return 0;
+    }
+    return -1;
+}
+
+/* The joined text of a key path of built-in entries with plain values, made in one
+ * allocation: new reference; NULL (no exception) if the path is not of that kind. */
+static PyObject *plain_keystr(PyObject *seq, int simple, PyObject *separator) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (!PyUnicode_IS_ASCII(separator)) return NULL;
+    Piece few[PIECES], *pieces = n <= PIECES ? few : PyMem_Malloc(sizeof(Piece) * (size_t)n);
+    if (pieces == NULL) return NULL;
+    Py_ssize_t nsep = PyUnicode_GET_LENGTH(separator), total = n > 1 ? nsep * (n - 1) : 0;
+    PyObject *out = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Piece *p = &pieces[i];
+        if (piece_of(PySequence_Fast_GET_ITEM(seq, i), simple, p) < 0) goto done;
+        total += p->npre + p->nbody + p->npost;
+    }
+    out = PyUnicode_New(total, 127);
+    if (out == NULL) {
+        PyErr_Clear();
+        goto done;
+    }
+    char *at = (char *)PyUnicode_1BYTE_DATA(out);
+    const char *sep = (const char *)PyUnicode_1BYTE_DATA(separator);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Piece *p = &pieces[i];
+        if (i && nsep) memcpy(at, sep, (size_t)nsep), at += nsep;
+        memcpy(at, p->pre, (size_t)p->npre), at += p->npre;
+        memcpy(at, p->body, (size_t)p->nbody), at += p->nbody;
+        memcpy(at, p->post, (size_t)p->npost), at += p->npost;
+    }
+done:
+    if (pieces != few) PyMem_Free(pieces);
+    return out;
+}
+
+/* The joined text of `keys` (new reference; NULL with an exception), simple and separator
+ * given as the pure function's checks let them through (a bool, an exact str). */
+static PyObject *keystr_of(PyObject *keys, int simple, PyObject *separator) {
+    if (!slots_read) read_slots();
     PyObject *seq;
-    if (PyTuple_CheckExact(args[0]) || PyList_CheckExact(args[0])) {
-        seq = args[0];
+    if (PyTuple_CheckExact(keys) || PyList_CheckExact(keys)) {
+        seq = keys;
+        PyObject *out = plain_keystr(seq, simple, separator); /* nothing runs that could change seq */
+        if (out != NULL) return out;
         Py_INCREF(seq);
     } else {
-        PyObject *it = PyObject_GetIter(args[0]); /* as map(str, keys): its TypeError */
+        PyObject *it = PyObject_GetIter(keys); /* as map(str, keys): its TypeError */
         seq = it == NULL ? NULL : PySequence_List(it);
         Py_XDECREF(it);
         if (seq == NULL) return NULL;
@@ -354,10 +513,109 @@ static PyObject *keystr(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (text == NULL || PyList_Append(texts, text) < 0) Py_CLEAR(texts);
         Py_XDECREF(text);
     }
-    if (texts != NULL) out = PyUnicode_Join(args[2], texts);
+    if (texts != NULL) out = PyUnicode_Join(separator, texts);
     Py_XDECREF(texts);
     Py_DECREF(seq);
     return out;
+}
+
+/* keystr(keys, simple, separator) -> str (new reference), or DEFER before reading keys. */
+static PyObject *keystr(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "keystr(keys, simple, separator)");
+        return NULL;
+    }
+    if (tk_ready() < 0) return NULL;
+    if (!PyBool_Check(args[1]) || !PyUnicode_CheckExact(args[2])) {
+        Py_INCREF(S.deferred);
+        return S.deferred;
+    }
+    return keystr_of(args[0], args[1] == Py_True, args[2]);
+}
+
+/* One keyword argument's name is `name`. */
+static int named(PyObject *kw, PyObject *interned, const char *name) {
+    return kw == interned || PyUnicode_CompareWithASCIIString(kw, name) == 0;
+}
+
+/* treekit._keys.keystr as written in Python: what treekit.keystr calls for any call that is
+ * not keystr(keys, *, simple=<a bool>, separator=<a str>), with the very arguments (it
+ * checks them and raises). Owned; set by keystr_function. */
+static PyObject *pure_keystr;
+
+/* treekit.keystr itself (self: its module). New reference. */
+static PyObject *keystr_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *keys = nargs == 1 ? args[0] : NULL, *simple = Py_False, *separator = NULL;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs > 1 || tk_ready() < 0) goto pure;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *kw = PyTuple_GET_ITEM(kwnames, k), *value = args[nargs + k];
+        /* (a name given twice never gets here; keys given both ways is the pure function's error) */
+        if (named(kw, S.s_simple, "simple")) {
+            simple = value;
+        } else if (named(kw, S.s_separator, "separator")) {
+            separator = value;
+        } else if (named(kw, S.s_keys, "keys") && keys == NULL) {
+            keys = value;
+        } else {
+            goto pure;
+        }
+    }
+    if (separator == NULL) separator = S.s_empty;
+    if (keys == NULL || !PyBool_Check(simple) || !PyUnicode_CheckExact(separator)) goto pure;
+    return keystr_of(keys, simple == Py_True, separator);
+pure:
+    PyErr_Clear();
+    return PyObject_Vectorcall(pure_keystr, args, (size_t)nargs, kwnames);
+}
+
+/* keystr_function(pure, module) -> treekit.keystr: a built-in function of `module` with
+ * pure's name and docstring (and its signature, for inspect) that runs keystr_call. */
+static PyMethodDef *keystr_def;
+static PyObject *keystr_function(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyFunction_Check(args[0]) || !PyModule_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "keystr_function(pure: function, module)");
+        return NULL;
+    }
+    PyObject *doc = PyObject_GetAttrString(args[0], "__doc__");
+    PyObject *name = doc == NULL ? NULL : PyModule_GetNameObject(args[1]);
+    if (name == NULL || !PyUnicode_Check(doc)) {
+        Py_XDECREF(doc);
+        Py_XDECREF(name);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "keystr_function: a function with a docstring");
+        return NULL;
+    }
+    /* what inspect reads as the signature, then the docstring */
+    PyObject *text = PyUnicode_FromFormat("keystr(keys, *, simple=False, separator='')\n--\n\n%U", doc);
+    Py_DECREF(doc);
+    const char *utf8 = text == NULL ? NULL : PyUnicode_AsUTF8(text);
+    if (utf8 == NULL) {
+        Py_XDECREF(text);
+        Py_DECREF(name);
+        return NULL;
+    }
+    if (keystr_def == NULL) { /* made once and kept: the function refers to it for good */
+        keystr_def = PyMem_Calloc(1, sizeof(PyMethodDef));
+        char *kept = keystr_def == NULL ? NULL : PyMem_Malloc(strlen(utf8) + 1);
+        if (kept == NULL) {
+            Py_DECREF(text);
+            Py_DECREF(name);
+            return PyErr_NoMemory();
+        }
+        strcpy(kept, utf8);
+        keystr_def->ml_name = "keystr";
+        keystr_def->ml_meth = (PyCFunction)(void (*)(void))keystr_call;
+        keystr_def->ml_flags = METH_FASTCALL | METH_KEYWORDS;
+        keystr_def->ml_doc = kept;
+    }
+    Py_DECREF(text);
+    PyObject *fn = PyCFunction_NewEx(keystr_def, args[1], name);
+    Py_DECREF(name);
+    if (fn != NULL) {
+        Py_INCREF(args[0]);
+        Py_XSETREF_COMPAT(pure_keystr, args[0]);
+    }
+    return fn;
 }
 
 static PyMethodDef METHODS[] = {
@@ -373,6 +631,8 @@ static PyMethodDef METHODS[] = {
      "treekit._ops.tree_map and tree_map_with_path, in C; returns DEFER to let Python map it."},
     {"keystr", (PyCFunction)(void (*)(void))keystr, METH_FASTCALL,
      "treekit._keys.keystr, in C; returns DEFER to let Python join it."},
+    {"keystr_function", (PyCFunction)(void (*)(void))keystr_function, METH_FASTCALL,
+     "treekit.keystr, a built-in function of the module given; the pure keystr given takes the unusual calls."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -53,7 +53,7 @@ typedef struct {
     PyObject *unflatten;  /* treekit._treedef._unflatten(ntype, data, children) */
     PyObject *SequenceKey, *DictKey, *GetAttrKey, *FlattenedIndexKey; /* treekit._keys */
     PyObject *s_flatten, *s_original, *s_positions, *s_TYPES, *s_ORDERS, *s_nodes, *s_FIELD_KEYS, *s_SEQ_KEYS;
-    PyObject *s_hash, *s_builder, *s_plain, *s_keyed, *s_unflatten, *s_func;
+    PyObject *s_hash, *s_builder, *s_plain, *s_keyed, *s_unflatten, *s_func, *s_simple, *s_keys, *s_separator;
     int plain_treedef;    /* TreeDef's slots are the three tk_treedef sets */
     PyObject *s_MAX_DEPTH, *s_key, *s_idx, *s_name, *s_build, *s_empty;
     PyObject *empty_tuple;
