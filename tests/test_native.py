@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import threading
+import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -347,6 +348,80 @@ def test_keystr_is_a_builtin_function_with_the_pure_ones_signature_docstring_and
     for args, kwargs in calls:
         got = _outcome(lambda a=args, k=kwargs: treekit.keystr(*a, **k))
         assert got == _outcome(lambda a=args, k=kwargs: pure(*a, **k)), (args, kwargs)
+
+
+def _big_dicts() -> list[Any]:
+    """Dicts of more than 8 keys (the C core remembers their key objects and node data)."""
+    inserted_sorted = {f"k{i:05d}": float(i) for i in range(3000)}
+    natural = {f"param_{i}": float(i) for i in range(3000)}  # param_10 sorts before param_2
+    reordered = dict(reversed(list(inserted_sorted.items())))  # the same key objects, reversed
+    dropped = dict(inserted_sorted)
+    del dropped["k00007"]
+    copied = {"".join(["k0", k[2:]]): v for k, v in inserted_sorted.items()}  # equal keys, other objects
+    nested = {f"k{i:02d}": [float(i), {"b": 1.0, "a": 2.0}] for i in range(40)}
+    ints = {i: float(i) for i in range(20)}
+    return [inserted_sorted, natural, reordered, inserted_sorted, dropped, natural, copied, nested, ints]
+
+
+def test_big_dicts_flatten_and_build_as_the_pure_core_each_time() -> None:
+    for _ in range(3):  # remembered after the first time; a template to build from after the second
+        for tree in [*_big_dicts(), [_big_dicts()[0], _big_dicts()[1]]]:
+            for with_path in (False, True):
+                _same(native.flatten(tree, None, with_path), pure_flatten(tree, None, with_path))
+            leaves, treedef, _ = pure_flatten(tree)
+            built = native.build(treedef._nodes, leaves)
+            assert repr(built) == repr(_interpret(treedef._nodes, leaves)) and built == tree
+            assert [id(x) for x in pure_flatten(built)[0]] == [id(x) for x in leaves]
+
+
+class _Shifty:
+    """A dict key whose hash changes when told to."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.shift = name, 0
+
+    def __hash__(self) -> int:
+        return hash(self.name) + self.shift
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __lt__(self, other: _Shifty) -> bool:
+        return self.name < other.name
+
+    def __repr__(self) -> str:
+        return f"_Shifty({self.name!r})"
+
+
+def test_a_big_dict_whose_key_hash_changed_builds_as_the_pure_core() -> None:
+    keys = [_Shifty(f"k{i:02d}") for i in range(12)]
+    leaves, treedef, _ = pure_flatten(dict.fromkeys(keys, 1.0))
+    for _ in range(3):  # the third build copies the kept dict of these keys
+        assert repr(native.build(treedef._nodes, leaves)) == repr(_interpret(treedef._nodes, leaves))
+    keys[3].shift = 1
+    built = native.build(treedef._nodes, leaves)
+    assert len(built) == 12 and repr(built) == repr(_interpret(treedef._nodes, leaves))
+
+
+def test_what_is_kept_for_big_dicts_is_bounded() -> None:
+    def flattened_and_built(tag: int) -> None:
+        tree = {f"{tag}-{i:05d}": float(i) for i in range(5000)}
+        for _ in range(3):
+            leaves, treedef, _paths = native.flatten(tree, None, True)
+            assert native.build(treedef._nodes, leaves) == tree
+
+    flattened_and_built(-1)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for tag in range(30):  # 150,000 keys in all
+            flattened_and_built(tag)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 12 * 2**20, f"{kept / 2**20:.1f} MiB kept"
 
 
 class _Indexed(collections.namedtuple("_Indexed", "a b")):

@@ -46,6 +46,42 @@ static int read_keys(LastKeys *last, PyObject *keys, Py_ssize_t n) {
     return ok ? 0 : -1;
 }
 
+/* A big key order's dict, copied from a dict of its keys with None values (made at the
+ * order's second build, kept: see tk_keep) and its values put in: new reference; NULL with
+ * an exception, or NULL without one where there is no such dict yet or the copy did not
+ * keep exactly n keys (a key whose hash changed): build it key by key then. `keys`: node
+ * data of n > 8 keys; `original` its keys in insertion order, `positions` (NULL: leaf order
+ * is insertion order) where each goes (borrowed). */
+static PyObject *from_template(PyObject *keys, PyObject *original, PyObject *positions, PyObject **kids,
+                               Py_ssize_t n) {
+    PyObject *template = tk_kept(keys, KEPT_TEMPLATE);
+    if (template == NULL || template == Py_None) {
+        if (template == NULL) { /* its first build: noted only */
+            tk_keep(keys, KEPT_TEMPLATE, Py_None);
+            return NULL;
+        }
+        Py_DECREF(template);
+        template = PyDict_New();
+        for (Py_ssize_t i = 0; template != NULL && i < n; i++) {
+            if (PyDict_SetItem(template, PyTuple_GET_ITEM(original, i), Py_None) < 0) Py_CLEAR(template);
+        }
+        if (template == NULL) return NULL;
+        if (PyDict_GET_SIZE(template) != n) {
+            Py_DECREF(template);
+            return NULL;
+        }
+        tk_keep(keys, KEPT_TEMPLATE, template);
+    }
+    PyObject *d = PyDict_Copy(template);
+    Py_DECREF(template);
+    for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
+        Py_ssize_t at = positions == NULL ? i : PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i));
+        if (at < 0 || at >= n || PyDict_SetItem(d, PyTuple_GET_ITEM(original, i), kids[at]) < 0) Py_CLEAR(d);
+    }
+    if (d != NULL && PyDict_GET_SIZE(d) != n) Py_CLEAR(d); /* (no exception: key by key) */
+    return d;
+}
+
 /* A dict from its keys in leaf order (a tuple, or a `_Keys`, which puts the children back
  * in insertion order) and its n children in leaf order (borrowed). NULL with *defer set:
  * node data of another shape, for the Python builder. */
@@ -53,6 +89,9 @@ static PyObject *make_dict(PyObject *keys, PyObject **kids, Py_ssize_t n, LastKe
     PyObject *d = NULL;
     if (PyTuple_CheckExact(keys)) {
         if (PyTuple_GET_SIZE(keys) != n) goto defer;
+        d = n > 8 ? from_template(keys, keys, NULL, kids, n) : NULL;
+        if (d != NULL) return d;
+        if (PyErr_Occurred()) goto defer;
         d = PyDict_New();
         for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
             if (PyDict_SetItem(d, PyTuple_GET_ITEM(keys, i), kids[i]) < 0) Py_CLEAR(d);
@@ -68,10 +107,14 @@ static PyObject *make_dict(PyObject *keys, PyObject **kids, Py_ssize_t n, LastKe
         PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, S.s_positions) : NULL;
         if (original != NULL && positions != NULL && PyTuple_CheckExact(original) && PyTuple_CheckExact(positions) &&
             PyTuple_GET_SIZE(original) == n && PyTuple_GET_SIZE(positions) == n) {
-            d = PyDict_New();
-            for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
-                Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i));
-                if (at < 0 || at >= n || PyDict_SetItem(d, PyTuple_GET_ITEM(original, i), kids[at]) < 0) Py_CLEAR(d);
+            d = from_template(keys, original, positions, kids, n);
+            if (d == NULL && !PyErr_Occurred()) { /* key by key */
+                d = PyDict_New();
+                for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
+                    Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i));
+                    if (at < 0 || at >= n || PyDict_SetItem(d, PyTuple_GET_ITEM(original, i), kids[at]) < 0)
+                        Py_CLEAR(d);
+                }
             }
         }
         Py_XDECREF(attrs);

@@ -23,6 +23,8 @@
 
 State S;
 
+static int read_slots(void);
+
 PyObject *tk_lookup(PyObject *types, PyObject *x, PyObject **owned, int *resolved) {
     PyObject *cls = (PyObject *)Py_TYPE(x);
     PyObject *ntype = PyDict_GetItemWithError(types, cls); /* borrowed */
@@ -93,6 +95,7 @@ int tk_ready(void) {
     PyErr_Clear();
     for (int i = 0; i < 8; i++)
         if (!(S.small[i] = PyLong_FromLong(i))) return -1;
+    if (read_slots() < 0) return -1;
     S.ready = 1;
     return 0;
 }
@@ -333,48 +336,39 @@ static PyObject *entry_text(PyObject *entry, int simple) {
 }
 
 /* -- keystr's common case: written straight into the result ------------------------------------ */
-/* The value slot of each built-in entry class (SequenceKey.idx, DictKey.key, GetAttrKey.name,
- * FlattenedIndexKey.key), read at its offset: found at first use, and used only where the
- * class's attribute is a member descriptor of that very class holding an object. */
-typedef struct {
-    PyObject *cls;     /* borrowed from S */
-    Py_ssize_t offset; /* 0: read through getattr */
-} Slot;
-static Slot slot_of[4];
-static int slots_read;
-
 /* ASCII characters a str's repr shows as they are (PRINTED), and those besides a quote and a
  * backslash (BARE): such a str's repr is itself in single quotes. */
 #define PRINTED 1
 #define BARE 2
 static unsigned char ascii_kind[128];
 
-
-static void read_slots(void) {
+/* The value slot of each built-in entry class (SequenceKey.idx, DictKey.key, GetAttrKey.name,
+ * FlattenedIndexKey.key): its offset where the class's attribute is a member descriptor of
+ * that very class holding an object (S.entry_offset), 0 where it must be read by getattr. */
+static int read_slots(void) {
     PyObject *classes[4] = {S.SequenceKey, S.DictKey, S.GetAttrKey, S.FlattenedIndexKey};
     PyObject *names[4] = {S.s_idx, S.s_key, S.s_name, S.s_key};
     for (int k = 0; k < 4; k++) {
-        slot_of[k].cls = classes[k];
-        slot_of[k].offset = 0;
+        S.entry_offset[k] = 0;
         if (!PyType_Check(classes[k])) continue;
         PyObject *dict = ((PyTypeObject *)classes[k])->tp_dict;
         PyObject *d = dict == NULL ? NULL : PyDict_GetItemWithError(dict, names[k]); /* borrowed */
         if (d != NULL && Py_TYPE(d) == &PyMemberDescr_Type &&
             ((PyDescrObject *)d)->d_type == (PyTypeObject *)classes[k]) {
             PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-            if (m->type == T_OBJECT_EX && m->offset > 0) slot_of[k].offset = m->offset;
+            if (m->type == T_OBJECT_EX && m->offset > 0) S.entry_offset[k] = m->offset;
         }
     }
     PyErr_Clear();
     for (int c = 0x20; c < 0x7f; c++) ascii_kind[c] = c == '\'' || c == '\\' ? PRINTED : PRINTED | BARE;
-    slots_read = 1;
+    return 0;
 }
 
 /* The object in entry's value slot (borrowed, NULL if unset) when entry is exactly of the
  * k-th class and the slot is read directly; NULL otherwise. */
-static inline PyObject *slot_value(PyObject *entry, int k) {
-    if (slot_of[k].offset == 0 || (PyObject *)Py_TYPE(entry) != slot_of[k].cls) return NULL;
-    return *(PyObject **)((char *)entry + slot_of[k].offset);
+static inline PyObject *slot_value(PyObject *entry, int k, PyObject *cls) {
+    if (S.entry_offset[k] == 0 || (PyObject *)Py_TYPE(entry) != cls) return NULL;
+    return *(PyObject **)((char *)entry + S.entry_offset[k]);
 }
 
 /* One entry's text in pieces: prefix, body, suffix (ASCII). */
@@ -422,12 +416,12 @@ static int piece_of(PyObject *entry, int simple, Piece *p) {
     p->pre = p->post = "";
     p->npre = p->npost = 0;
     PyObject *v;
-    if ((v = slot_value(entry, 0)) != NULL) { /* SequenceKey: f"[{idx}]" */
+    if ((v = slot_value(entry, 0, S.SequenceKey)) != NULL) { /* SequenceKey: f"[{idx}]" */
         if (!PyLong_CheckExact(v) || digits_of(v, p) < 0) return -1;
         if (!simple) p->pre = "[", p->npre = 1, p->post = "]", p->npost = 1;
         return 0;
     }
-    if ((v = slot_value(entry, 1)) != NULL) { /* DictKey: f"[{key!r}]" */
+    if ((v = slot_value(entry, 1, S.DictKey)) != NULL) { /* DictKey: f"[{key!r}]" */
         if (PyLong_CheckExact(v)) {
             if (digits_of(v, p) < 0) return -1;
             if (!simple) p->pre = "[", p->npre = 1, p->post = "]", p->npost = 1;
@@ -439,14 +433,14 @@ static int piece_of(PyObject *entry, int simple, Piece *p) {
         if (!simple) p->pre = "['", p->npre = 2, p->post = "']", p->npost = 2;
         return 0;
     }
-    if ((v = slot_value(entry, 2)) != NULL) { /* GetAttrKey: f".{name}" */
+    if ((v = slot_value(entry, 2, S.GetAttrKey)) != NULL) { /* GetAttrKey: f".{name}" */
         if (!PyUnicode_CheckExact(v) || !plain_ascii(v, PRINTED)) return -1;
         p->body = (const char *)PyUnicode_1BYTE_DATA(v);
         p->nbody = PyUnicode_GET_LENGTH(v);
         if (!simple) p->pre = ".", p->npre = 1;
         return 0;
     }
-    if ((v = slot_value(entry, 3)) != NULL) { /* FlattenedIndexKey: f"[<flat index {key}>]" */
+    if ((v = slot_value(entry, 3, S.FlattenedIndexKey)) != NULL) { /* FlattenedIndexKey: f"[<flat index {key}>]" */
         if (!PyLong_CheckExact(v) || digits_of(v, p) < 0) return -1;
         if (!simple) p->pre = "[<flat index ", p->npre = 13, p->post = ">]", p->npost = 2;
         return 0;
@@ -490,7 +484,6 @@ done:
 /* The joined text of `keys` (new reference; NULL with an exception), simple and separator
  * given as the pure function's checks let them through (a bool, an exact str). */
 static PyObject *keystr_of(PyObject *keys, int simple, PyObject *separator) {
-    if (!slots_read) read_slots();
     PyObject *seq;
     if (PyTuple_CheckExact(keys) || PyList_CheckExact(keys)) {
         seq = keys;

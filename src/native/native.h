@@ -59,6 +59,8 @@ typedef struct {
     PyObject *empty_tuple;
     PyObject *deferred;   /* _native.DEFER: what a function returns to hand a call back */
     PyObject *small[8];   /* 0..7 as ints */
+    Py_ssize_t entry_offset[4]; /* SequenceKey.idx, DictKey.key, GetAttrKey.name, FlattenedIndexKey.key:
+                                   the slot's offset in the object, 0 if not read directly */
 } State;
 
 TK_API extern State S;
@@ -128,6 +130,16 @@ TK_API PyObject *tk_extend(PyObject *path, PyObject *key);
  * 0 done, DEFER, -1 error. */
 TK_API int tk_flatten_node(Ctx *c, PyObject *node, PyObject *ntype, int with_path, PyObject **kids, PyObject **data,
                     PyObject **keys);
+
+/* What is kept for the few big key orders (`_Keys` of more than LAST_KEYS keys) met last,
+ * bounded by keys in all: their DictKey entries, and a dict of their keys in insertion order
+ * (values None) that dicts of that order are copied from. */
+#define KEPT_ENTRIES 0
+#define KEPT_TEMPLATE 1
+/* What is kept for `order`: new reference, or NULL (no exception) if nothing. */
+TK_API PyObject *tk_kept(PyObject *order, int what);
+/* Keep `item` (borrowed) for `order`, if the bound allows. */
+TK_API void tk_keep(PyObject *order, int what, PyObject *item);
 
 /* walk.c: treekit._traverse.flatten (plain and with_path; takes_path: is_leaf(path, x)).
  * 0 done (*records: a new tuple of the node records), DEFER, -1 error. `records` NULL: the

@@ -155,6 +155,95 @@ static void remember(LastDict *last, PyObject *data, PyObject *original, PyObjec
     last->n = n;
 }
 
+/* The big dicts (more than LAST_KEYS keys) met last, a few: their key objects in insertion
+ * order and the node data made for them, bounded by keys in all. A dict with the very same
+ * key objects in the same order gets that node data again (as the last small dict does). */
+#define BIG_SLOTS 4
+#define BIG_KEYS (1 << 15)
+typedef struct {
+    PyObject *data;     /* owned or NULL: a key tuple or a `_Keys` */
+    PyObject *original; /* owned or NULL: the keys in insertion order, a tuple */
+    Py_ssize_t *at;     /* PyMem or NULL (insertion order is leaf order): where each key's value goes */
+} BigDict;
+static BigDict big[BIG_SLOTS];
+static Py_ssize_t big_keys;
+
+static BigDict *big_slot(PyObject *first, Py_ssize_t n) {
+    return &big[(((uintptr_t)first >> 4) ^ (uintptr_t)n) % BIG_SLOTS];
+}
+
+/* Is `data` the node data of a big dict remembered? */
+static int big_data(PyObject *data) {
+    for (int i = 0; i < BIG_SLOTS; i++)
+        if (big[i].data == data) return 1;
+    return 0;
+}
+
+/* Remember the node data of a big dict: `original` its keys in insertion order, `positions`
+ * (a tuple of ints, or NULL for leaf order) where each goes. */
+static void remember_big(PyObject *data, PyObject *original, PyObject *positions) {
+    Py_ssize_t n = PyTuple_GET_SIZE(original);
+    BigDict *b = big_slot(PyTuple_GET_ITEM(original, 0), n);
+    PyObject *old_data = b->data, *old_original = b->original;
+    if (old_original != NULL) big_keys -= PyTuple_GET_SIZE(old_original);
+    PyMem_Free(b->at);
+    b->data = b->original = NULL;
+    b->at = NULL;
+    if (big_keys + n <= BIG_KEYS) {
+        Py_ssize_t *at = positions == NULL ? NULL : PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)n);
+        int ok = positions == NULL || at != NULL;
+        for (Py_ssize_t j = 0; ok && positions != NULL && j < n; j++) {
+            at[j] = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, j));
+            ok = at[j] >= 0 && at[j] < n;
+        }
+        PyErr_Clear();
+        if (ok) {
+            Py_INCREF(data);
+            Py_INCREF(original);
+            b->data = data;
+            b->original = original;
+            b->at = at;
+            big_keys += n;
+        } else {
+            PyMem_Free(at);
+        }
+    }
+    Py_XDECREF(old_data); /* last: destructors may call in here */
+    Py_XDECREF(old_original);
+}
+
+/* A big dict's children and node data, if its key objects are those of a big dict
+ * remembered: 0 done (new references), 1 not remembered, -1 error. */
+static int flatten_big(PyObject *d, Py_ssize_t n, PyObject **kids, PyObject **data) {
+    Py_ssize_t pos = 0, k = 0;
+    PyObject *key, *value;
+    if (!PyDict_Next(d, &pos, &key, &value)) return 1;
+    BigDict *b = big_slot(key, n);
+    if (b->original == NULL || PyTuple_GET_SIZE(b->original) != n || PyTuple_GET_ITEM(b->original, 0) != key) return 1;
+    PyObject *children = PyTuple_New(n);
+    if (children == NULL) return -1;
+    PyObject **keys = &PyTuple_GET_ITEM(b->original, 0);
+    Py_ssize_t *at = b->at;
+    pos = 0;
+    while (PyDict_Next(d, &pos, &key, &value)) { /* (nothing here runs Python code) */
+        if (k >= n || key != keys[k]) {
+            Py_DECREF(children); /* (its unset items are NULL) */
+            return 1;
+        }
+        Py_INCREF(value);
+        PyTuple_SET_ITEM(children, at == NULL ? k : at[k], value);
+        k++;
+    }
+    if (k != n) {
+        Py_DECREF(children);
+        return 1;
+    }
+    Py_INCREF(b->data);
+    *kids = children;
+    *data = b->data;
+    return 0;
+}
+
 /* A dict's children and node data as treekit._registry._flatten_dict gives them, for a
  * dict whose keys are inserted sorted (node data: the key tuple) or whose insertion order
  * has a shared `_Keys` in ORDERS made from these very key objects. A dict with the same key
@@ -189,6 +278,10 @@ static int flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, i
             return 0;
         }
         pos = k = 0;
+    }
+    if (n > LAST_KEYS) {
+        int how = flatten_big(d, n, kids, data);
+        if (how <= 0) return how;
     }
     PyObject *keys = PyTuple_New(n);
     if (keys == NULL) return -1;
@@ -226,7 +319,10 @@ static int flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, i
         }
     }
     if (sorted) {
-        if (!*ran_python) remember(last, keys, keys, NULL);
+        if (!*ran_python) {
+            if (n > LAST_KEYS) remember_big(keys, keys, NULL);
+            else remember(last, keys, keys, NULL);
+        }
         *kids = values;
         *data = keys;
         return 0;
@@ -254,7 +350,10 @@ static int flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, i
         Py_INCREF(v);
         PyTuple_SET_ITEM(ordered, at, v);
     }
-    if (ordered != NULL && !*ran_python) remember(last, order, original, positions);
+    if (ordered != NULL && !*ran_python) {
+        if (n > LAST_KEYS) remember_big(order, original, positions);
+        else remember(last, order, original, positions);
+    }
     if (ordered != NULL) Py_INCREF(order); /* before attrs goes: it may hold the last other reference */
     Py_XDECREF(attrs);
     if (ordered == NULL) {
@@ -272,27 +371,75 @@ defer:
     return DEFER;
 }
 
+/* -- what is kept for big key orders (see native.h) ---------------------------------------------- */
+#define KEPT_SLOTS 8
+#define KEPT_KEYS (1 << 15) /* keys of all the orders kept */
+typedef struct {
+    PyObject *order;    /* owned or NULL */
+    PyObject *items[2]; /* owned or NULL: KEPT_ENTRIES, KEPT_TEMPLATE */
+} Kept;
+static Kept kept[KEPT_SLOTS];
+static Py_ssize_t kept_keys;
+
+static Kept *kept_slot(PyObject *order) {
+    return &kept[((uintptr_t)order >> 4) % KEPT_SLOTS];
+}
+
+PyObject *tk_kept(PyObject *order, int what) {
+    Kept *k = kept_slot(order);
+    if (k->order != order || k->items[what] == NULL) return NULL;
+    Py_INCREF(k->items[what]);
+    return k->items[what];
+}
+
+void tk_keep(PyObject *order, int what, PyObject *item) {
+    Kept *k = kept_slot(order);
+    if (k->order != order) { /* the slot's order goes; this one comes if the bound allows */
+        PyObject *old[3] = {k->order, k->items[0], k->items[1]};
+        if (old[0] != NULL) kept_keys -= PyTuple_GET_SIZE(old[0]);
+        k->order = k->items[0] = k->items[1] = NULL;
+        if (kept_keys + PyTuple_GET_SIZE(order) <= KEPT_KEYS) {
+            Py_INCREF(order);
+            k->order = order;
+            kept_keys += PyTuple_GET_SIZE(order);
+        }
+        for (int j = 0; j < 3; j++) Py_XDECREF(old[j]); /* last: destructors may call in here */
+        if (k->order != order) return;
+    }
+    Py_INCREF(item);
+    Py_XSETREF_COMPAT(k->items[what], item);
+}
+
 /* [DictKey(k) for k in keys] as treekit._registry._dict_entries makes them (without the
- * dataclass's __init__): new reference, a tuple. The entries of the last node data asked
- * about are kept and given again (entries are immutable). */
+ * dataclass's __init__): new reference, a tuple. Entries are immutable: those of the last
+ * node data asked about, and those of big key orders, are kept and given again. */
 static PyObject *dict_entries(Ctx *c, PyObject *keys) {
     if (c->last.entries != NULL && c->last.entries_for == keys) {
         Py_INCREF(c->last.entries);
         return c->last.entries;
     }
-    PyTypeObject *tp = (PyTypeObject *)S.DictKey;
     Py_ssize_t n = PyTuple_GET_SIZE(keys);
-    PyObject *out = PyTuple_New(n);
+    /* node data shared from call to call: a `_Keys`, or that of a big dict remembered */
+    int shared = n > LAST_KEYS && (!PyTuple_CheckExact(keys) || big_data(keys));
+    PyObject *out = shared ? tk_kept(keys, KEPT_ENTRIES) : NULL;
+    if (out != NULL) return out;
+    PyTypeObject *tp = (PyTypeObject *)S.DictKey;
+    Py_ssize_t offset = S.entry_offset[1];
+    out = PyTuple_New(n);
     if (out == NULL) return NULL;
     for (Py_ssize_t j = 0; j < n; j++) {
-        PyObject *entry = tp->tp_alloc(tp, 0);
-        if (entry == NULL || PyObject_GenericSetAttr(entry, S.s_key, PyTuple_GET_ITEM(keys, j)) < 0) {
+        PyObject *entry = tp->tp_alloc(tp, 0), *key = PyTuple_GET_ITEM(keys, j);
+        if (entry != NULL && offset > 0) { /* its empty slot, set as the slot's descriptor sets it */
+            Py_INCREF(key);
+            *(PyObject **)((char *)entry + offset) = key;
+        } else if (entry == NULL || PyObject_GenericSetAttr(entry, S.s_key, key) < 0) {
             Py_XDECREF(entry);
             Py_DECREF(out);
             return NULL;
         }
         PyTuple_SET_ITEM(out, j, entry);
     }
+    if (shared) tk_keep(keys, KEPT_ENTRIES, out);
     if (keys == c->last.data) { /* keep them while `keys` is kept alive by the context */
         Py_XDECREF(c->last.entries);
         Py_INCREF(out);
