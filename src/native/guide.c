@@ -6,13 +6,40 @@
  * message. */
 #include "native.h"
 
-/* 0 done (out holds the subtrees, in leaf order), DEFER, -1 error. `records`: a tuple or a
- * list of node records; `strict`: a leaf of the structure needs a leaf there too. */
-int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, PyObject *out) {
+/* The subtree found at a leaf of the structure: they come last leaf first, so the list (as
+ * long as the root record's num_leaves) fills from its end. 0, or DEFER where the records
+ * hold more leaves than their root says. Takes the reference to sub. */
+static inline int put(PyObject *out, Py_ssize_t *at, PyObject *sub) {
+    if (*at == 0) {
+        Py_DECREF(sub);
+        return DEFER;
+    }
+    PyList_SET_ITEM(out, --*at, sub);
+    return 0;
+}
+
+/* 0 done (*out: a new list of the subtrees, in leaf order), DEFER, -1 error. `records`: a
+ * tuple or a list of node records; `strict`: a leaf of the structure needs a leaf there too. */
+int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, PyObject **result) {
+    *result = NULL;
     if (!PyList_CheckExact(records) && !PyTuple_CheckExact(records)) return DEFER;
     Py_ssize_t j = PySequence_Fast_GET_SIZE(records);
+    if (j == 0) return DEFER;
+    PyObject *root = PySequence_Fast_GET_ITEM(records, j - 1);
+    if (!PyTuple_CheckExact(root) || PyTuple_GET_SIZE(root) != 5) return DEFER;
+    Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(root, 3)); /* subtrees still to find */
+    if (at < 0 || at > j) { /* not a count of leaves these records can hold */
+        PyErr_Clear();
+        return DEFER;
+    }
+    PyObject *out = PyList_New(at); /* its items NULL until found (a list frees those) */
+    if (out == NULL) return -1;
+    PyObject_GC_UnTrack(out); /* out of gc.get_objects()'s reach while it holds NULLs */
     Ctx ctx;
-    if (tk_ctx_open(&ctx, 0) < 0) return -1;
+    if (tk_ctx_open(&ctx, 0) < 0) {
+        Py_DECREF(out);
+        return -1;
+    }
     Py_ssize_t cap = 64, top = 0;
     PyObject **stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)cap); /* owned references */
     int rc = -1;
@@ -30,9 +57,7 @@ int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, P
         PyObject *want = PyTuple_GET_ITEM(record, 0);
         PyObject *sub = stack[--top]; /* owned */
         if (want == Py_None && !strict && is_leaf == NULL) { /* any subtree goes at a leaf */
-            int bad = PyList_Append(out, sub) < 0;
-            Py_DECREF(sub);
-            if (bad) goto done;
+            if (put(out, &at, sub) != 0) goto defer;
             continue;
         }
         PyObject *got = NULL, *owned = NULL;
@@ -50,7 +75,7 @@ int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, P
             if (stop) got = Py_None;
         }
         if (got == NULL) {
-            got = tk_ctx_lookup(&ctx, sub, &owned);
+            got = tk_memo_lookup(&ctx, sub, &owned);
             if (got == NULL) {
                 Py_DECREF(sub);
                 if (tk_defer_error()) goto defer;
@@ -63,9 +88,7 @@ int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, P
                 Py_DECREF(sub);
                 goto defer;
             }
-            int bad = PyList_Append(out, sub) < 0;
-            Py_DECREF(sub);
-            if (bad) goto done;
+            if (put(out, &at, sub) != 0) goto defer;
             continue;
         }
         if (got != want) {
@@ -105,14 +128,17 @@ int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, P
             goto defer;
         }
         if (!strict && num_leaves == arity && arity == num_nodes - 1) {
-            /* Every child is a leaf (wide lists, dicts of arrays): take them as they are. The
-             * results go out in reverse, as the Python walker's, and are turned at the end. */
+            /* Every child is a leaf (wide lists, dicts of arrays): take them as they are. */
             int bad = 0;
-            for (Py_ssize_t k = n - 1; !bad && k >= 0; k--) bad = PyList_Append(out, PySequence_Fast_GET_ITEM(kids, k)) < 0;
+            for (Py_ssize_t k = n - 1; !bad && k >= 0; k--) {
+                PyObject *kid = PySequence_Fast_GET_ITEM(kids, k);
+                Py_INCREF(kid);
+                bad = put(out, &at, kid);
+            }
             j -= arity;
             Py_DECREF(kids);
             Py_DECREF(sub);
-            if (bad) goto done;
+            if (bad) goto defer;
             continue;
         }
         if (top + n > cap) {
@@ -135,14 +161,18 @@ int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, P
         Py_DECREF(kids);
         Py_DECREF(sub);
     }
-    if (top != 0) goto defer;
-    rc = PyList_Reverse(out);
+    if (top != 0 || at != 0) goto defer; /* at != 0: fewer leaves than the root record says */
+    rc = 0;
+    PyObject_GC_Track(out);
+    *result = out;
+    out = NULL;
     goto done;
 defer:
     rc = DEFER;
 done:
     for (Py_ssize_t k = 0; k < top; k++) Py_DECREF(stack[k]);
     PyMem_Free(stack);
+    Py_XDECREF(out);
     tk_ctx_close(&ctx);
     return rc;
 }

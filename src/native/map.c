@@ -46,11 +46,7 @@ PyObject *tk_map(PyObject *f, PyObject *tree, PyObject *rest, PyObject *is_leaf,
     PyObject *results = NULL, *out = NULL;
     if (leaves == NULL || (with_path && paths == NULL) || columns == NULL) goto done;
     int rc = tk_walk(tree, is_leaf, with_path, takes_path, leaves, &nodes, paths);
-    for (Py_ssize_t k = 0; rc == 0 && k < nrest; k++) {
-        columns[k] = PyList_New(0);
-        if (columns[k] == NULL) goto done;
-        rc = tk_up_to(nodes, PyTuple_GET_ITEM(rest, k), 0, NULL, columns[k]);
-    }
+    for (Py_ssize_t k = 0; rc == 0 && k < nrest; k++) rc = tk_up_to(nodes, PyTuple_GET_ITEM(rest, k), 0, NULL, &columns[k]);
     if (rc == DEFER) {
         Py_INCREF(S.deferred);
         out = S.deferred;

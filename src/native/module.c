@@ -224,11 +224,9 @@ static PyObject *up_to(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     int strict = nargs > 2 ? PyObject_IsTrue(args[2]) : 0;
     if (strict < 0) return NULL;
     PyObject *is_leaf = nargs > 3 && args[3] != Py_None ? args[3] : NULL;
-    PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
-    int rc = tk_up_to(args[0], args[1], strict, is_leaf, out);
+    PyObject *out = NULL;
+    int rc = tk_up_to(args[0], args[1], strict, is_leaf, &out);
     if (rc == 0) return out;
-    Py_DECREF(out);
     if (rc < 0) return NULL;
     Py_INCREF(S.deferred);
     return S.deferred;

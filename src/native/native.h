@@ -121,6 +121,20 @@ TK_API int tk_defer_error(void);
 TK_API PyObject *tk_ctx_lookup(Ctx *c, PyObject *x, PyObject **owned);
 /* 1 if TYPES says instances of tp are leaves, 0 if not or not known yet. */
 TK_API int tk_ctx_leaf_type(Ctx *c, PyTypeObject *tp);
+/* tk_ctx_lookup and tk_ctx_leaf_type, the memo's answer read here (no call) where it has one. */
+static inline PyObject *tk_memo_lookup(Ctx *c, PyObject *x, PyObject **owned) {
+    Memo *m = &c->memo[((uintptr_t)Py_TYPE(x) >> 4) % MEMO_SIZE];
+    if (m->type == Py_TYPE(x)) {
+        *owned = NULL;
+        return m->ntype;
+    }
+    return tk_ctx_lookup(c, x, owned);
+}
+static inline int tk_memo_leaf_type(Ctx *c, PyTypeObject *tp) {
+    Memo *m = &c->memo[((uintptr_t)tp >> 4) % MEMO_SIZE];
+    if (m->type == tp) return m->ntype == Py_None;
+    return tk_ctx_leaf_type(c, tp);
+}
 /* A list, a tuple, or a tuple subclass that reads as a tuple: safe to index directly. */
 TK_API int tk_plain_seq(PyObject *o);
 /* path + (key,): new reference. */
@@ -147,8 +161,9 @@ TK_API void tk_keep(PyObject *order, int what, PyObject *item);
 TK_API int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves,
                    PyObject **records, PyObject *paths);
 
-/* guide.c: treekit._treedef.TreeDef._walk without keys. 0 done, DEFER, -1 error. */
-TK_API int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, PyObject *out);
+/* guide.c: treekit._treedef.TreeDef._walk without keys. 0 done (*out: a new list of the
+ * subtrees), DEFER, -1 error. */
+TK_API int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, PyObject **out);
 
 /* build.c: treekit._treedef.TreeDef._build. The tree, or NULL with an exception (user
  * unflatten errors come from treekit._treedef._unflatten, as in the pure core); DEFER is

@@ -554,8 +554,8 @@ call:;
         }
         /* (key entry, child) pairs, unzipped as treekit._registry._unzip_keyed does */
         Py_ssize_t n = PySequence_Fast_GET_SIZE(first);
-        *kids = PyList_New(n);
-        *keys = *kids == NULL ? NULL : PyList_New(n);
+        *kids = PyTuple_New(n); /* tuples: nothing else holds them, and they cost less than lists */
+        *keys = *kids == NULL ? NULL : PyTuple_New(n);
         for (Py_ssize_t j = 0; *keys != NULL && j < n; j++) {
             PyObject *pair = PySequence_Fast_GET_ITEM(first, j);
             if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
@@ -563,9 +563,9 @@ call:;
                 break;
             }
             Py_INCREF(PyTuple_GET_ITEM(pair, 0));
-            PyList_SET_ITEM(*keys, j, PyTuple_GET_ITEM(pair, 0));
+            PyTuple_SET_ITEM(*keys, j, PyTuple_GET_ITEM(pair, 0));
             Py_INCREF(PyTuple_GET_ITEM(pair, 1));
-            PyList_SET_ITEM(*kids, j, PyTuple_GET_ITEM(pair, 1));
+            PyTuple_SET_ITEM(*kids, j, PyTuple_GET_ITEM(pair, 1));
         }
         Py_DECREF(r);
         if (*keys == NULL) {

@@ -102,24 +102,52 @@ static void stack_release(Stack *st, Frame *first_frames) {
     PyMem_Free(st->path);
 }
 
-/* out[0..] = path[2..depth - 1], each a new reference. A path repeats its entries (each
- * level of [x, [x, ...]] is SequenceKey(1)): a run of one entry gets its references in
- * one addition, not one increment after another on the same count. */
+/* out[0..] = path[2..depth - 1], each a new reference. */
 static inline void copy_path(PyObject *out, PyObject **path, Py_ssize_t depth) {
-    PyObject *run_of = NULL;
-    Py_ssize_t run = 0;
     for (Py_ssize_t k = 2; k < depth; k++) {
-        PyObject *key = path[k];
-        PyTuple_SET_ITEM(out, k - 2, key);
-        if (key == run_of) {
-            run++;
-            continue;
-        }
-        if (run_of != NULL) Py_SET_REFCNT(run_of, Py_REFCNT(run_of) + run);
-        run_of = key;
-        run = 1;
+        Py_INCREF(path[k]);
+        PyTuple_SET_ITEM(out, k - 2, path[k]);
     }
-    if (run_of != NULL) Py_SET_REFCNT(run_of, Py_REFCNT(run_of) + run);
+}
+
+/* Equal copies of the shared SequenceKey(i) (treekit._registry._SEQ_KEYS), i < SPREAD_INDEXES:
+ * set r (1 <= r < SPREAD) serves key paths at positions r, r + SPREAD, ...; positions 0,
+ * SPREAD, ... keep the shared entry. A deep path of lists repeats one entry ([1][1][1]...):
+ * with one object, each reference a path's tuple takes (and drops, when it is freed) waits
+ * for the one before it on the same count; with SPREAD objects they go side by side. Made at
+ * first use and kept. */
+#define SPREAD 8
+#define SPREAD_INDEXES 64
+static PyObject *spread[SPREAD - 1][SPREAD_INDEXES];
+
+/* The entry to keep at `position` of a key path for `key`, the shared SequenceKey(index):
+ * new reference (`key` itself where no copy serves, or none can be made). */
+static PyObject *spread_key(PyObject *key, Py_ssize_t position, Py_ssize_t index) {
+    Py_ssize_t r = position % SPREAD;
+    if (r == 0 || index >= SPREAD_INDEXES || Py_TYPE(key) != (PyTypeObject *)S.SequenceKey) {
+        Py_INCREF(key);
+        return key;
+    }
+    PyObject **slot = &spread[r - 1][index];
+    if (*slot == NULL) { /* SequenceKey(idx) without the dataclass's __init__, as node.c's DictKeys */
+        PyTypeObject *tp = (PyTypeObject *)S.SequenceKey;
+        PyObject *idx = PyObject_GetAttr(key, S.s_idx);
+        PyObject *copy = idx == NULL ? NULL : tp->tp_alloc(tp, 0);
+        if (copy != NULL && PyObject_GenericSetAttr(copy, S.s_idx, idx) < 0) Py_CLEAR(copy);
+        Py_XDECREF(idx);
+        if (copy == NULL) {
+            PyErr_Clear();
+            Py_INCREF(key);
+            return key;
+        }
+        if (*slot == NULL) {
+            *slot = copy; /* kept */
+        } else {
+            Py_DECREF(copy); /* made meanwhile, by a walk in code run above */
+        }
+    }
+    Py_INCREF(*slot);
+    return *slot;
 }
 
 /* (path[2], ..., path[depth - 1], key): the key path of the top frame's child `key` leads
@@ -306,23 +334,6 @@ static void changed_error(Frame *frames, Py_ssize_t depth, Frame *f) {
     }
 }
 
-/* The memo's answer for x's type without a call where it has one (tk_ctx_lookup's). */
-static inline PyObject *lookup(Ctx *c, PyObject *x, PyObject **owned) {
-    Memo *m = &c->memo[((uintptr_t)Py_TYPE(x) >> 4) % MEMO_SIZE];
-    if (m->type == Py_TYPE(x)) {
-        *owned = NULL;
-        return m->ntype;
-    }
-    return tk_ctx_lookup(c, x, owned);
-}
-
-/* tk_ctx_leaf_type, the memo's answer without a call where it has one. */
-static inline int leaf_type(Ctx *c, PyTypeObject *tp) {
-    Memo *m = &c->memo[((uintptr_t)tp >> 4) % MEMO_SIZE];
-    if (m->type == tp) return m->ntype == Py_None;
-    return tk_ctx_leaf_type(c, tp);
-}
-
 int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves, PyObject **records,
             PyObject *paths) {
     Buf buf = {NULL, 0, 0}, *nodes = records != NULL ? &buf : NULL;
@@ -408,7 +419,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             if (stop) ntype = Py_None;
         }
         if (ntype == NULL) {
-            ntype = lookup(&ctx, child, &owned);
+            ntype = tk_memo_lookup(&ctx, child, &owned);
             if (ntype == NULL) {
                 DROP_CHILD();
                 if (tk_defer_error()) goto defer;
@@ -446,7 +457,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
              * here, without a frame: its leaves are copied in one go. */
             Py_ssize_t j = 0;
             for (; j < n; j++) {
-                if (leaf_type(&ctx, Py_TYPE(PySequence_Fast_GET_ITEM(kids, j))) != 1) break;
+                if (tk_memo_leaf_type(&ctx, Py_TYPE(PySequence_Fast_GET_ITEM(kids, j))) != 1) break;
             }
             if (j == n) {
                 Py_ssize_t at = PyList_GET_SIZE(leaves);
@@ -504,6 +515,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             }
             frames = st.frames;
             path = st.path;
+            f = &frames[depth - 1]; /* moved */
         }
         Frame *g = &frames[depth];
         g->node = child; /* the references taken above */
@@ -516,7 +528,14 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         g->i = 0;
         g->leaf_start = PyList_GET_SIZE(leaves);
         g->node_start = made;
-        if (with_path) path[depth] = key; /* the reference taken above */
+        if (with_path) {
+            if (f->keys == ctx.seq_keys && depth >= 2) { /* key is SequenceKey(f->i - 1) */
+                PyObject *copy = spread_key(key, depth - 2, f->i - 1);
+                Py_DECREF(key);
+                key = copy;
+            }
+            path[depth] = key; /* the reference taken above */
+        }
         depth++;
     }
     rc = 0;
