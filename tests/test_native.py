@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import gc
 import inspect
 import os
@@ -348,6 +349,44 @@ def test_keystr_is_a_builtin_function_with_the_pure_ones_signature_docstring_and
     for args, kwargs in calls:
         got = _outcome(lambda a=args, k=kwargs: treekit.keystr(*a, **k))
         assert got == _outcome(lambda a=args, k=kwargs: pure(*a, **k)), (args, kwargs)
+
+
+@pytest.mark.parametrize(
+    ("cls", "field"),
+    [
+        (treekit.SequenceKey, "idx"),
+        (treekit.DictKey, "key"),
+        (treekit.GetAttrKey, "name"),
+        (treekit.FlattenedIndexKey, "key"),
+    ],
+)
+def test_key_entries_are_made_as_their_dataclass_makes_them(cls: Any, field: str) -> None:
+    if treekit.backend() == "native":  # an __init__ in C, as a method of the class
+        assert type(cls.__dict__["__init__"]).__name__ == "method_descriptor"
+    value = "".join(["va", "lue"])
+    count = sys.getrefcount(value)
+    made = [cls(value) for _ in range(1000)] + [cls(**{field: value}) for _ in range(1000)]
+    assert all(getattr(entry, field) is value for entry in made) and made[0] == cls(value)
+    assert sys.getrefcount(value) == count + 2000
+    made[0].__init__("other")  # as object.__setattr__ in the dataclass's __init__: the old value goes
+    assert getattr(made[0], field) == "other" and sys.getrefcount(value) == count + 1999
+    del made
+    assert sys.getrefcount(value) == count
+    name = cls.__qualname__
+    calls = [
+        ((), {}, f"{name}.__init__() missing 1 required positional argument: '{field}'"),
+        ((1, 2), {}, f"{name}.__init__() takes 2 positional arguments but 3 were given"),
+        ((), {"other": 1}, f"{name}.__init__() got an unexpected keyword argument 'other'"),
+        ((1,), {field: 1}, f"{name}.__init__() got multiple values for argument '{field}'"),
+    ]
+    for args, kwargs, message in calls:
+        with pytest.raises(TypeError, match=re.escape(message)):
+            cls(*args, **kwargs)
+    sub = type("Sub", (cls,), {})(value)  # a subclass: the dataclass's __init__
+    assert getattr(sub, field) is value
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(sub, field, 1)
+    assert pickle.loads(pickle.dumps(cls(3))) == cls(3)
 
 
 def _big_dicts() -> list[Any]:

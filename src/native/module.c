@@ -609,6 +609,96 @@ static PyObject *keystr_function(PyObject *self, PyObject *const *args, Py_ssize
     return fn;
 }
 
+/* -- key entries' __init__ ------------------------------------------------------------------------ */
+/* The four built-in entry classes are frozen slotted dataclasses; their generated __init__
+ * (object.__setattr__ on a Python frame) made constructing an entry cost about 3,000
+ * instructions, where a user's flatten_with_keys function makes one per child. entry_init
+ * gives each class an __init__ (a method descriptor) that stores the value in its slot, as
+ * the dataclass's __init__ does, and calls that __init__ for any other call. */
+typedef struct {
+    PyObject *cls;   /* owned or NULL */
+    PyObject *field; /* owned: the field's name */
+    PyObject *init;  /* owned: the dataclass's own __init__ */
+    Py_ssize_t offset;
+} EntryInit;
+static EntryInit entry_inits[4];
+
+static PyObject *init_entry(int k, PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    EntryInit *e = &entry_inits[k];
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *value = NULL;
+    if ((PyObject *)Py_TYPE(self) == e->cls) {
+        if (nargs == 1 && nkw == 0) {
+            value = args[0];
+        } else if (nargs == 0 && nkw == 1) {
+            PyObject *kw = PyTuple_GET_ITEM(kwnames, 0);
+            if (kw == e->field || PyUnicode_Compare(kw, e->field) == 0) value = args[0];
+            PyErr_Clear();
+        }
+    }
+    if (value == NULL) { /* the dataclass's __init__(self, *args, **kwargs) says what is wrong */
+        PyObject *few[8], **all = nargs + nkw < 8 ? few : PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + nkw + 1));
+        if (all == NULL) return PyErr_NoMemory();
+        all[0] = self;
+        for (Py_ssize_t i = 0; i < nargs + nkw; i++) all[i + 1] = args[i];
+        PyObject *r = PyObject_Vectorcall(e->init, all, (size_t)(nargs + 1), kwnames);
+        if (all != few) PyMem_Free(all);
+        return r;
+    }
+    PyObject **slot = (PyObject **)((char *)self + e->offset), *old = *slot;
+    Py_INCREF(value);
+    *slot = value;
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
+#define INIT_OF(k)                                                                                      \
+    static PyObject *init_##k(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) { \
+        return init_entry(k, self, args, nargs, kwnames);                                               \
+    }
+INIT_OF(0)
+INIT_OF(1)
+INIT_OF(2)
+INIT_OF(3)
+static PyMethodDef INIT_DEFS[4] = {
+    {"__init__", (PyCFunction)(void (*)(void))init_0, METH_FASTCALL | METH_KEYWORDS,
+     "__init__($self, /, idx)\n--\n\nInitialize self with its field's value."},
+    {"__init__", (PyCFunction)(void (*)(void))init_1, METH_FASTCALL | METH_KEYWORDS,
+     "__init__($self, /, key)\n--\n\nInitialize self with its field's value."},
+    {"__init__", (PyCFunction)(void (*)(void))init_2, METH_FASTCALL | METH_KEYWORDS,
+     "__init__($self, /, name)\n--\n\nInitialize self with its field's value."},
+    {"__init__", (PyCFunction)(void (*)(void))init_3, METH_FASTCALL | METH_KEYWORDS,
+     "__init__($self, /, key)\n--\n\nInitialize self with its field's value."},
+};
+
+/* entry_init(k, cls) -> cls's __init__ for the k-th entry class (idx, key, name, key),
+ * or None where cls's field is not a slot holding an object (it keeps its own __init__). */
+static PyObject *entry_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static const char *const fields[4] = {"idx", "key", "name", "key"};
+    long k = nargs == 2 ? PyLong_AsLong(args[0]) : -1;
+    if (k < 0 || k > 3 || !PyType_Check(args[1])) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "entry_init(k: 0..3, cls)");
+        return NULL;
+    }
+    PyTypeObject *tp = (PyTypeObject *)args[1];
+    PyObject *d = tp->tp_dict == NULL ? NULL : PyDict_GetItemString(tp->tp_dict, fields[k]); /* borrowed */
+    PyObject *init = tp->tp_dict == NULL ? NULL : PyDict_GetItemString(tp->tp_dict, "__init__");
+    if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type || ((PyDescrObject *)d)->d_type != tp ||
+        ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX || ((PyMemberDescrObject *)d)->d_member->offset <= 0 ||
+        init == NULL || !PyFunction_Check(init))
+        Py_RETURN_NONE;
+    EntryInit *e = &entry_inits[k]; /* (a class made again, as by a reload, takes the place of the old) */
+    PyObject *field = PyUnicode_InternFromString(fields[k]);
+    if (field == NULL) return NULL;
+    Py_XSETREF_COMPAT(e->field, field);
+    e->offset = ((PyMemberDescrObject *)d)->d_member->offset;
+    Py_INCREF(init);
+    Py_XSETREF_COMPAT(e->init, init);
+    Py_INCREF(tp);
+    Py_XSETREF_COMPAT(e->cls, (PyObject *)tp);
+    return PyDescr_NewMethod(tp, &INIT_DEFS[k]);
+}
+
 static PyMethodDef METHODS[] = {
     {"flatten", (PyCFunction)(void (*)(void))flatten, METH_FASTCALL | METH_KEYWORDS,
      "treekit._traverse.flatten, in C (hands what it does not finish to the pure core)."},
@@ -622,6 +712,8 @@ static PyMethodDef METHODS[] = {
      "treekit._ops.tree_map and tree_map_with_path, in C; returns DEFER to let Python map it."},
     {"keystr", (PyCFunction)(void (*)(void))keystr, METH_FASTCALL,
      "treekit._keys.keystr, in C; returns DEFER to let Python join it."},
+    {"entry_init", (PyCFunction)(void (*)(void))entry_init, METH_FASTCALL,
+     "entry_init(k, cls): the k-th key entry class's __init__, storing its field's slot (None: keep its own)."},
     {"keystr_function", (PyCFunction)(void (*)(void))keystr_function, METH_FASTCALL,
      "treekit.keystr, a built-in function of the module given; the pure keystr given takes the unusual calls."},
     {NULL, NULL, 0, NULL},
