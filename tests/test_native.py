@@ -156,6 +156,27 @@ def test_deep_trees_map_and_match() -> None:
     assert len(native.up_to(native.flatten(tree)[1]._nodes, doubled, True)) == 100_001
 
 
+@pytest.mark.parametrize("depth", [2, 9, 33, 70, 600])
+def test_deep_key_paths_are_the_pure_cores(depth: int) -> None:
+    # the walk's own array of keys, past its first frames; equal copies of the shared
+    # SequenceKeys at most positions of a path; records kept from the walk before
+    tree: Any = [0.5]
+    for i in range(depth - 1):
+        tree = [float(i), (tree, i)] if i % 3 else [float(i), tree]
+    for _ in range(2):
+        _same(native.flatten(tree, None, True), pure_flatten(tree, None, True))
+
+    def is_leaf(seen: list[Any]) -> Callable[[Any, Any], bool]:
+        return lambda path, x: bool(seen.append(path))
+
+    seen_native: list[Any] = []
+    seen_pure: list[Any] = []
+    _same(native.flatten(tree, is_leaf(seen_native), True, True), pure_flatten(tree, is_leaf(seen_pure), True, True))
+    assert seen_native == seen_pure and len(seen_native) > depth
+    paths = native.flatten(tree, None, True)[2]
+    assert [treekit.keystr(p) for p in paths] == [treekit.keystr(p) for p in pure_flatten(tree, None, True)[2]]
+
+
 @pytest.mark.parametrize("depth", [1, 3000])
 def test_a_cycle_is_the_pure_cores_error(depth: int) -> None:
     tree: Any = []
