@@ -410,6 +410,14 @@ def test_key_entries_are_made_as_their_dataclass_makes_them(cls: Any, field: str
     assert pickle.loads(pickle.dumps(cls(3))) == cls(3)
 
 
+def test_dicts_of_alternating_key_sets_flatten_as_the_pure_core() -> None:
+    # the same first key with other keys after it, other lengths, orders and equal keys
+    block = [{"w": 1.0, "b": 2.0}, {"w": 3.0, "s": 4.0}, {"w": 5.0, "b": 6.0, "s": 7.0}, {"b": 8.0, "w": 9.0}]
+    tree = [*block, {"".join(["w"]): 0.5, "b": 0.25}, {"x": block}, *block, {}, {"w": None}]
+    for with_path in (False, True):
+        _same(native.flatten(tree, None, with_path), pure_flatten(tree, None, with_path))
+
+
 def _big_dicts() -> list[Any]:
     """Dicts of more than 8 keys (the C core remembers their key objects and node data)."""
     inserted_sorted = {f"k{i:05d}": float(i) for i in range(3000)}

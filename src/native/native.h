@@ -92,6 +92,7 @@ typedef struct {
 /* The last dict flattened, if its keys were few: the very key objects and the node data
  * made for them (and its key entries, once made). */
 #define LAST_KEYS 8
+#define LAST_DICTS 4 /* the last dicts of a few key sets (a transformer's blocks hold several) */
 typedef struct {
     Py_ssize_t n;
     PyObject *keys[LAST_KEYS];  /* borrowed from `data` */
@@ -105,7 +106,8 @@ typedef struct {
     PyObject *types, *orders, *field_keys, *seq_keys; /* owned; all but types may be NULL */
     PyObject *plain_of, *plain, *keyed; /* owned or NULL: the last flatten function met, its `plain` and `keyed` */
     Memo memo[MEMO_SIZE];
-    LastDict last;
+    LastDict last[LAST_DICTS]; /* by the first key's address and the number of keys */
+    LastDict *recent;          /* the one that last served a dict */
 } Ctx;
 
 TK_API int tk_ctx_open(Ctx *c, int with_path);

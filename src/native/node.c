@@ -27,7 +27,8 @@ int tk_ctx_open(Ctx *c, int with_path) {
     c->orders = global(S.registry, S.s_ORDERS, &PyDict_Type);
     c->field_keys = global(S.registry, S.s_FIELD_KEYS, &PyDict_Type);
     if (with_path) c->seq_keys = global(S.registry, S.s_SEQ_KEYS, &PyList_Type);
-    c->last.n = -1;
+    for (int i = 0; i < LAST_DICTS; i++) c->last[i].n = -1;
+    c->recent = &c->last[0];
     return 0;
 }
 
@@ -45,8 +46,10 @@ void tk_ctx_close(Ctx *c) {
     Py_CLEAR(c->orders);
     Py_CLEAR(c->field_keys);
     Py_CLEAR(c->seq_keys);
-    Py_CLEAR(c->last.data);
-    Py_CLEAR(c->last.entries);
+    for (int i = 0; i < LAST_DICTS; i++) {
+        Py_CLEAR(c->last[i].data);
+        Py_CLEAR(c->last[i].entries);
+    }
     Py_CLEAR(c->plain);
     Py_CLEAR(c->keyed);
     Py_CLEAR(c->plain_of);
@@ -135,8 +138,15 @@ PyObject *tk_extend(PyObject *path, PyObject *key) {
 }
 
 /* -- dicts --------------------------------------------------------------------------------------- */
-static void remember(LastDict *last, PyObject *data, PyObject *original, PyObject *positions) {
+/* The slot of the dicts whose first key is `first` and that have n keys. */
+static LastDict *last_of(Ctx *c, PyObject *first, Py_ssize_t n) {
+    return &c->last[(((uintptr_t)first >> 4) ^ (uintptr_t)n) % LAST_DICTS];
+}
+
+static void remember(Ctx *c, PyObject *data, PyObject *original, PyObject *positions) {
     Py_ssize_t n = PyTuple_GET_SIZE(original);
+    if (n == 0) return;
+    LastDict *last = last_of(c, PyTuple_GET_ITEM(original, 0), n);
     Py_CLEAR(last->data);
     Py_CLEAR(last->entries); /* made for the node data dropped above */
     last->entries_for = NULL;
@@ -252,19 +262,23 @@ static int flatten_big(PyObject *d, Py_ssize_t n, PyObject **kids, PyObject **da
  * and the ORDERS lookup. 0 done (*kids, *data new references), DEFER (let the dict entry's
  * flatten function do it), -1 error. *ran_python: a key's comparison was called. */
 static int flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, int *ran_python) {
-    LastDict *last = &c->last;
     Py_ssize_t n = PyDict_GET_SIZE(d), pos = 0, k = 0;
     PyObject *key, *value;
-    if (n == last->n && last->data != NULL) { /* the same key objects as the last dict? */
+    LastDict *last = NULL;
+    if (n > 0 && n <= LAST_KEYS && PyDict_Next(d, &pos, &key, &value)) {
+        last = c->recent; /* (a parameter tree's layers: the same slot again and again) */
+        if (last->n != n || last->keys[0] != key) last = last_of(c, key, n);
+    }
+    if (last != NULL && n == last->n && last->data != NULL) { /* the same key objects as the last such dict? */
         PyObject *values[LAST_KEYS];
         int same = 1;
-        while (PyDict_Next(d, &pos, &key, &value)) {
+        do { /* (from the first key, read above) */
             if (k >= n || key != last->keys[k]) {
                 same = 0;
                 break;
             }
             values[last->at[k++]] = value;
-        }
+        } while (PyDict_Next(d, &pos, &key, &value));
         if (same && k == n) {
             PyObject *children = PyTuple_New(n);
             if (children == NULL) return -1;
@@ -275,10 +289,11 @@ static int flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, i
             Py_INCREF(last->data);
             *kids = children;
             *data = last->data;
+            c->recent = last;
             return 0;
         }
-        pos = k = 0;
     }
+    pos = k = 0;
     if (n > LAST_KEYS) {
         int how = flatten_big(d, n, kids, data);
         if (how <= 0) return how;
@@ -321,7 +336,7 @@ static int flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, i
     if (sorted) {
         if (!*ran_python) {
             if (n > LAST_KEYS) remember_big(keys, keys, NULL);
-            else remember(last, keys, keys, NULL);
+            else remember(c, keys, keys, NULL);
         }
         *kids = values;
         *data = keys;
@@ -352,7 +367,7 @@ static int flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, i
     }
     if (ordered != NULL && !*ran_python) {
         if (n > LAST_KEYS) remember_big(order, original, positions);
-        else remember(last, order, original, positions);
+        else remember(c, order, original, positions);
     }
     if (ordered != NULL) Py_INCREF(order); /* before attrs goes: it may hold the last other reference */
     Py_XDECREF(attrs);
@@ -414,9 +429,12 @@ void tk_keep(PyObject *order, int what, PyObject *item) {
  * dataclass's __init__): new reference, a tuple. Entries are immutable: those of the last
  * node data asked about, and those of big key orders, are kept and given again. */
 static PyObject *dict_entries(Ctx *c, PyObject *keys) {
-    if (c->last.entries != NULL && c->last.entries_for == keys) {
-        Py_INCREF(c->last.entries);
-        return c->last.entries;
+    LastDict *last = NULL; /* the slot whose node data `keys` is, if any */
+    for (int i = 0; i < LAST_DICTS; i++)
+        if (c->last[i].data == keys) last = &c->last[i];
+    if (last != NULL && last->entries != NULL && last->entries_for == keys) {
+        Py_INCREF(last->entries);
+        return last->entries;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(keys);
     /* node data shared from call to call: a `_Keys`, or that of a big dict remembered */
@@ -440,11 +458,11 @@ static PyObject *dict_entries(Ctx *c, PyObject *keys) {
         PyTuple_SET_ITEM(out, j, entry);
     }
     if (shared) tk_keep(keys, KEPT_ENTRIES, out);
-    if (keys == c->last.data) { /* keep them while `keys` is kept alive by the context */
-        Py_XDECREF(c->last.entries);
+    if (last != NULL) { /* keep them while `keys` is kept alive by the context */
+        Py_XDECREF(last->entries);
         Py_INCREF(out);
-        c->last.entries = out;
-        c->last.entries_for = keys;
+        last->entries = out;
+        last->entries_for = keys;
     }
     return out;
 }
