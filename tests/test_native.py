@@ -442,6 +442,16 @@ def test_big_dicts_flatten_and_build_as_the_pure_core_each_time() -> None:
             assert [id(x) for x in pure_flatten(built)[0]] == [id(x) for x in leaves]
 
 
+def test_big_dicts_used_in_turn_flatten_as_the_pure_core() -> None:
+    # More big dicts than the C core remembers (any may take any slot), met again and again
+    # in turn, as tree_map over several trees meets them: each flatten is the pure core's.
+    trees = _big_dicts()[:7]
+    for _ in range(4):
+        for tree in trees:
+            for with_path in (False, True):
+                _same(native.flatten(tree, None, with_path), pure_flatten(tree, None, with_path))
+
+
 class _Shifty:
     """A dict key whose hash changes when told to."""
 

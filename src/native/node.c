@@ -177,9 +177,21 @@ typedef struct {
 } BigDict;
 static BigDict big[BIG_SLOTS];
 static Py_ssize_t big_keys;
+static int big_next; /* the slot a big dict takes next when none is free or its own */
 
-static BigDict *big_slot(PyObject *first, Py_ssize_t n) {
-    return &big[(((uintptr_t)first >> 4) ^ (uintptr_t)n) % BIG_SLOTS];
+/* The slot remembering a big dict of n keys whose first key is `first`; or, with `take`,
+ * the slot to remember such a dict in: its own, a free one, or the next in turn (any slot
+ * may hold any dict: a few trees used in turn, as `tree_map` over 3 trees, keep theirs). */
+static BigDict *big_slot(PyObject *first, Py_ssize_t n, int take) {
+    for (int i = 0; i < BIG_SLOTS; i++)
+        if (big[i].original != NULL && PyTuple_GET_SIZE(big[i].original) == n && PyTuple_GET_ITEM(big[i].original, 0) == first)
+            return &big[i];
+    if (!take) return NULL;
+    for (int i = 0; i < BIG_SLOTS; i++)
+        if (big[i].original == NULL) return &big[i];
+    BigDict *b = &big[big_next];
+    big_next = (big_next + 1) % BIG_SLOTS;
+    return b;
 }
 
 /* Is `data` the node data of a big dict remembered? */
@@ -193,7 +205,7 @@ static int big_data(PyObject *data) {
  * (a tuple of ints, or NULL for leaf order) where each goes. */
 static void remember_big(PyObject *data, PyObject *original, PyObject *positions) {
     Py_ssize_t n = PyTuple_GET_SIZE(original);
-    BigDict *b = big_slot(PyTuple_GET_ITEM(original, 0), n);
+    BigDict *b = big_slot(PyTuple_GET_ITEM(original, 0), n, 1);
     PyObject *old_data = b->data, *old_original = b->original;
     if (old_original != NULL) big_keys -= PyTuple_GET_SIZE(old_original);
     PyMem_Free(b->at);
@@ -228,8 +240,8 @@ static int flatten_big(PyObject *d, Py_ssize_t n, PyObject **kids, PyObject **da
     Py_ssize_t pos = 0, k = 0;
     PyObject *key, *value;
     if (!PyDict_Next(d, &pos, &key, &value)) return 1;
-    BigDict *b = big_slot(key, n);
-    if (b->original == NULL || PyTuple_GET_SIZE(b->original) != n || PyTuple_GET_ITEM(b->original, 0) != key) return 1;
+    BigDict *b = big_slot(key, n, 0);
+    if (b == NULL) return 1;
     PyObject *children = PyTuple_New(n);
     if (children == NULL) return -1;
     PyObject **keys = &PyTuple_GET_ITEM(b->original, 0);
