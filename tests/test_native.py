@@ -410,6 +410,25 @@ def test_key_entries_are_made_as_their_dataclass_makes_them(cls: Any, field: str
     assert pickle.loads(pickle.dumps(cls(3))) == cls(3)
 
 
+@pytest.mark.parametrize("cls", [treekit.SequenceKey, treekit.DictKey, treekit.GetAttrKey, treekit.FlattenedIndexKey])
+def test_key_entry_classes_given_another_init_call_it(cls: Any) -> None:
+    # The native core makes `cls(value)` without type.__call__ while the class's __init__ is
+    # its own; a class patched afterwards is called as Python calls it.
+    calls: list[Any] = []
+    own_init = cls.__dict__["__init__"]
+
+    def init(self: Any, value: Any) -> None:
+        calls.append(value)
+        own_init(self, value)
+
+    try:
+        cls.__init__ = init
+        assert cls(1) == cls(value=1) and calls == [1, 1]
+    finally:
+        cls.__init__ = own_init
+    assert cls(3) == cls(3) and getattr(cls(3), next(iter(cls.__dataclass_fields__))) == 3 and calls == [1, 1]
+
+
 def test_dicts_of_alternating_key_sets_flatten_as_the_pure_core() -> None:
     # the same first key with other keys after it, other lengths, orders and equal keys
     block = [{"w": 1.0, "b": 2.0}, {"w": 3.0, "s": 4.0}, {"w": 5.0, "b": 6.0, "s": 7.0}, {"b": 8.0, "w": 9.0}]
@@ -500,6 +519,61 @@ def test_what_is_kept_for_big_dicts_is_bounded() -> None:
     finally:
         tracemalloc.stop()
     assert kept < 12 * 2**20, f"{kept / 2**20:.1f} MiB kept"
+
+
+def test_a_big_dict_holding_the_builders_own_spare_keys_builds_as_the_pure_core() -> None:
+    # The C builder copies big dicts from a kept dict whose table it grew with str keys of
+    # its own, deleted again; a user's dict may hold those very strings.
+    tree = {f"\x01treekit-spread-{i}": float(i) for i in range(0, 2000, 2)} | {f"k{i}": 1.0 for i in range(500)}
+    leaves, treedef, _ = pure_flatten(tree)
+    for _ in range(3):  # the third build copies the kept dict
+        built = native.build(treedef._nodes, leaves)
+        assert built == tree and list(built) == list(tree)
+        built["new"] = 2.0  # a copy, not the kept dict
+    assert "new" not in native.build(treedef._nodes, leaves)
+
+
+class _Key:
+    """A dict key the garbage collector tracks: it can hold the tree it is a key of."""
+
+    def __init__(self) -> None:
+        self.held: Any = None
+
+    def __lt__(self, other: _Key) -> bool:
+        return id(self) < id(other)
+
+
+def _keyed(size: int) -> tuple[list[_Key], dict[_Key, float]]:
+    keys = sorted(_Key() for _ in range(size))  # inserted sorted: no key order is cached
+    return keys, {k: float(i) for i, k in enumerate(keys)}
+
+
+def test_cycles_through_key_paths_are_collected() -> None:
+    # The C core untracks the key entries, paths and pairs it makes where no cycle can pass
+    # through them (str and int keys, leaves the collector does not track); those holding a
+    # tracked key stay tracked, so a cycle through a key path is still collected.
+    import weakref
+
+    for _ in range(3):
+        keys, tree = _keyed(2)
+        pairs = treekit.tree_flatten_with_path({"outer": tree})[0]  # (the treedef holds the keys)
+        keys[0].held = [pairs, treekit.tree_flatten_with_path(tree)[0]]  # key -> pairs -> path -> DictKey -> key
+        gone = weakref.ref(keys[0])
+        del keys, tree, pairs
+        gc.collect()
+        assert gone() is None
+    _, big = _keyed(20)  # a big dict at the root: its paths are kept with its entries
+    for _ in range(3):
+        for pair in treekit.tree_flatten_with_path(big)[0]:
+            assert gc.is_tracked(pair) and gc.is_tracked(pair[0]) and gc.is_tracked(pair[0][0])
+    entry = treekit.DictKey("a")
+    holder = _Key()
+    entry.__init__(holder)  # type: ignore[misc]  # a str key entry given a tracked key
+    holder.held = entry
+    gone = weakref.ref(holder)
+    del entry, holder
+    gc.collect()
+    assert gone() is None
 
 
 class _Indexed(collections.namedtuple("_Indexed", "a b")):

@@ -270,7 +270,13 @@ class LeafPaths:
         return tuple(path)
 
 
+def pairs(paths: list[KeyPath], leaves: list[Any]) -> list[tuple[KeyPath, Any]]:
+    """``list(zip(paths, leaves))``: what flatten with paths returns to users."""
+    return list(zip(paths, leaves))
+
+
 pure_flatten = flatten  # the reference, and where the native walker hands over what it does not finish
 if NATIVE is not None:
     flatten = NATIVE.flatten
     leaves = NATIVE.leaves
+    pairs = NATIVE.pairs  # the same, its tuples untracked by the garbage collector where they can be

@@ -46,6 +46,62 @@ static int read_keys(LastKeys *last, PyObject *keys, Py_ssize_t n) {
     return ok ? 0 : -1;
 }
 
+/* The size of d's table, as dict.__sizeof__ gives it: -1 (no exception) if unknown. */
+static Py_ssize_t table_size(PyObject *d) {
+    PyObject *size = PyObject_CallMethod(d, "__sizeof__", NULL);
+    Py_ssize_t out = size == NULL ? -1 : PyLong_AsSsize_t(size);
+    Py_XDECREF(size);
+    if (out < 0) PyErr_Clear();
+    return out;
+}
+
+/* A dict of `original`'s n keys in that order, values None, for the dicts of that order to
+ * be copied from (PyDict_Copy keeps its table): new reference, NULL with an exception, or
+ * NULL without one if the keys do not make n entries. Its table is one size larger than n
+ * keys inserted one by one leave it (the keys are put in, then str keys not among them until
+ * the table grows, then those are deleted): with half as many keys to a slot, putting each
+ * value into a copy finds its key in fewer probes, and a 10,000-key dict is built in about
+ * 0.7x the time. Where that takes more than n / 2 extra keys (PyDict_Copy would then pack
+ * the table again), the plain dict serves. */
+static PyObject *make_template(PyObject *original, Py_ssize_t n) {
+    PyObject *template = PyDict_New();
+    for (Py_ssize_t i = 0; template != NULL && i < n; i++) {
+        if (PyDict_SetItem(template, PyTuple_GET_ITEM(original, i), Py_None) < 0) Py_CLEAR(template);
+    }
+    if (template == NULL) return NULL;
+    if (PyDict_GET_SIZE(template) != n) {
+        Py_DECREF(template);
+        return NULL;
+    }
+    PyObject *spread = PyDict_Copy(template), *extra = PyList_New(0);
+    Py_ssize_t before = spread == NULL ? -1 : table_size(spread), size = before;
+    while (before > 0 && extra != NULL && size == before && PyList_GET_SIZE(extra) <= n / 2) {
+        PyObject *key = PyUnicode_FromFormat("\x01treekit-spread-%zd", PyList_GET_SIZE(extra));
+        int fresh = key == NULL ? -1 : !PyDict_Contains(spread, key);
+        if (fresh < 0 || PyList_Append(extra, key) < 0 || (fresh && PyDict_SetItem(spread, key, Py_None) < 0)) {
+            Py_XDECREF(key);
+            break;
+        }
+        Py_DECREF(key);
+        size = table_size(spread);
+    }
+    int ok = before > 0 && extra != NULL && size > before && !PyErr_Occurred();
+    for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(extra); i++) {
+        PyObject *key = PyList_GET_ITEM(extra, i);
+        int there = PyDict_Contains(spread, key);
+        ok = there >= 0 && (!there || PyDict_DelItem(spread, key) == 0);
+    }
+    ok = ok && PyDict_GET_SIZE(spread) == n;
+    PyErr_Clear();
+    Py_XDECREF(extra);
+    if (!ok) {
+        Py_XDECREF(spread);
+        return template;
+    }
+    Py_DECREF(template);
+    return spread;
+}
+
 /* A big key order's dict, copied from a dict of its keys with None values (made at the
  * order's second build, kept: see tk_keep) and its values put in: new reference; NULL with
  * an exception, or NULL without one where there is no such dict yet or the copy did not
@@ -61,15 +117,8 @@ static PyObject *from_template(PyObject *keys, PyObject *original, PyObject *pos
             return NULL;
         }
         Py_DECREF(template);
-        template = PyDict_New();
-        for (Py_ssize_t i = 0; template != NULL && i < n; i++) {
-            if (PyDict_SetItem(template, PyTuple_GET_ITEM(original, i), Py_None) < 0) Py_CLEAR(template);
-        }
+        template = make_template(original, n);
         if (template == NULL) return NULL;
-        if (PyDict_GET_SIZE(template) != n) {
-            Py_DECREF(template);
-            return NULL;
-        }
         tk_keep(keys, KEPT_TEMPLATE, template);
     }
     PyObject *d = PyDict_Copy(template);
@@ -239,6 +288,7 @@ PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
             made = PyTuple_New(arity);
             if (made == NULL) goto fail;
             for (Py_ssize_t i = 0; i < arity; i++) PyTuple_SET_ITEM(made, i, kids[i]);
+            tk_untrack_tuple(made);
         } else if (ntype == S.NONE && arity == 0) {
             Py_INCREF(Py_None);
             made = Py_None;

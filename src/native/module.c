@@ -246,6 +246,33 @@ static PyObject *map(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     return tk_map(args[0], args[1], args[2], is_leaf, with_path, takes_path, args[6]);
 }
 
+/* pairs(paths, leaves) -> [(path, leaf), ...] (new reference): list(zip(paths, leaves)) of
+ * two lists of one length, each pair untracked where neither item is tracked. */
+static PyObject *pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[1]) ||
+        PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "pairs(paths: list, leaves: list of the same length)");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(args[0]);
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        for (int k = 0; k < 2; k++) {
+            PyObject *item = PyList_GET_ITEM(args[k], i);
+            Py_INCREF(item);
+            PyTuple_SET_ITEM(pair, k, item);
+        }
+        tk_untrack_tuple(pair);
+        PyList_SET_ITEM(out, i, pair);
+    }
+    return out;
+}
+
 /* Texts of entries seen before: "[i]" for SequenceKey(i) with 0 <= i < 256, and, in a
  * bounded dict each, "['k']" for DictKey(k) and ".n" for GetAttrKey(n) with k, n exact
  * strs (strs are immutable and their repr and format depend on nothing else). */
@@ -619,23 +646,29 @@ typedef struct {
     PyObject *cls;   /* owned or NULL */
     PyObject *field; /* owned: the field's name */
     PyObject *init;  /* owned: the dataclass's own __init__ */
+    PyObject *s_init; /* owned: "__init__" */
     Py_ssize_t offset;
 } EntryInit;
 static EntryInit entry_inits[4];
 
+/* The value of a call's one argument for e's field (positional, or by the field's name):
+ * borrowed, or NULL (no exception) for any other call. */
+static PyObject *field_value(EntryInit *e, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs == 1 && nkw == 0) return args[0];
+    if (nargs == 0 && nkw == 1) {
+        PyObject *kw = PyTuple_GET_ITEM(kwnames, 0);
+        int same = kw == e->field || PyUnicode_Compare(kw, e->field) == 0;
+        PyErr_Clear();
+        if (same) return args[0];
+    }
+    return NULL;
+}
+
 static PyObject *init_entry(int k, PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     EntryInit *e = &entry_inits[k];
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    PyObject *value = NULL;
-    if ((PyObject *)Py_TYPE(self) == e->cls) {
-        if (nargs == 1 && nkw == 0) {
-            value = args[0];
-        } else if (nargs == 0 && nkw == 1) {
-            PyObject *kw = PyTuple_GET_ITEM(kwnames, 0);
-            if (kw == e->field || PyUnicode_Compare(kw, e->field) == 0) value = args[0];
-            PyErr_Clear();
-        }
-    }
+    PyObject *value = (PyObject *)Py_TYPE(self) == e->cls ? field_value(e, args, nargs, kwnames) : NULL;
     if (value == NULL) { /* the dataclass's __init__(self, *args, **kwargs) says what is wrong */
         PyObject *few[8], **all = nargs + nkw < 8 ? few : PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + nkw + 1));
         if (all == NULL) return PyErr_NoMemory();
@@ -648,18 +681,61 @@ static PyObject *init_entry(int k, PyObject *self, PyObject *const *args, Py_ssi
     PyObject **slot = (PyObject **)((char *)self + e->offset), *old = *slot;
     Py_INCREF(value);
     *slot = value;
+    tk_track_entry(self, value);
     Py_XDECREF(old);
     Py_RETURN_NONE;
+}
+
+static PyMethodDef INIT_DEFS[4];
+
+/* Calling the class (its type's vectorcall): `cls(value)` made as type.__call__ makes it
+ * (object.__new__, then the __init__ above), without the generic call's argument tuple and
+ * slot lookups (the entry costs about 0.4x). Any other call, or once the class's __new__ or
+ * __init__ is not those, goes through type.__call__. */
+static PyObject *new_entry(int k, PyObject *cls, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    EntryInit *e = &entry_inits[k];
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    PyObject *value = NULL;
+    if (cls == e->cls && tp->tp_new == PyBaseObject_Type.tp_new && tp->tp_dict != NULL) {
+        PyObject *init = PyDict_GetItemWithError(tp->tp_dict, e->s_init); /* borrowed */
+        if (init != NULL && Py_TYPE(init) == &PyMethodDescr_Type && ((PyMethodDescrObject *)init)->d_method == &INIT_DEFS[k])
+            value = field_value(e, args, nargs, kwnames);
+        PyErr_Clear();
+    }
+    if (value == NULL) {
+        PyObject *given = PyTuple_New(nargs), *named = nkw ? PyDict_New() : NULL, *r = NULL;
+        for (Py_ssize_t i = 0; given != NULL && i < nargs; i++) {
+            Py_INCREF(args[i]);
+            PyTuple_SET_ITEM(given, i, args[i]);
+        }
+        int ok = given != NULL && (nkw == 0 || named != NULL);
+        for (Py_ssize_t i = 0; ok && i < nkw; i++) ok = PyDict_SetItem(named, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) == 0;
+        if (ok) r = PyType_Type.tp_call(cls, given, named);
+        Py_XDECREF(given);
+        Py_XDECREF(named);
+        return r;
+    }
+    PyObject *self = tp->tp_alloc(tp, 0);
+    if (self == NULL) return NULL;
+    Py_INCREF(value);
+    *(PyObject **)((char *)self + e->offset) = value;
+    tk_track_entry(self, value);
+    return self;
 }
 
 #define INIT_OF(k)                                                                                      \
     static PyObject *init_##k(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) { \
         return init_entry(k, self, args, nargs, kwnames);                                               \
+    }                                                                                                   \
+    static PyObject *new_##k(PyObject *cls, PyObject *const *args, size_t nargsf, PyObject *kwnames) {   \
+        return new_entry(k, cls, args, nargsf, kwnames);                                                \
     }
 INIT_OF(0)
 INIT_OF(1)
 INIT_OF(2)
 INIT_OF(3)
+static vectorcallfunc NEW_FUNCS[4] = {new_0, new_1, new_2, new_3};
 static PyMethodDef INIT_DEFS[4] = {
     {"__init__", (PyCFunction)(void (*)(void))init_0, METH_FASTCALL | METH_KEYWORDS,
      "__init__($self, /, idx)\n--\n\nInitialize self with its field's value."},
@@ -694,8 +770,10 @@ static PyObject *entry_init(PyObject *self, PyObject *const *args, Py_ssize_t na
     e->offset = ((PyMemberDescrObject *)d)->d_member->offset;
     Py_INCREF(init);
     Py_XSETREF_COMPAT(e->init, init);
+    if (e->s_init == NULL && (e->s_init = PyUnicode_InternFromString("__init__")) == NULL) return NULL;
     Py_INCREF(tp);
     Py_XSETREF_COMPAT(e->cls, (PyObject *)tp);
+    tp->tp_vectorcall = NEW_FUNCS[k]; /* (never inherited: a subclass is made by type.__call__) */
     return PyDescr_NewMethod(tp, &INIT_DEFS[k]);
 }
 
@@ -710,6 +788,8 @@ static PyMethodDef METHODS[] = {
      "treekit._treedef.TreeDef._walk without keys, in C; returns DEFER to let Python walk it."},
     {"map", (PyCFunction)(void (*)(void))map, METH_FASTCALL,
      "treekit._ops.tree_map and tree_map_with_path, in C; returns DEFER to let Python map it."},
+    {"pairs", (PyCFunction)(void (*)(void))pairs, METH_FASTCALL,
+     "pairs(paths, leaves): list(zip(paths, leaves)) of two lists of one length, in C."},
     {"keystr", (PyCFunction)(void (*)(void))keystr, METH_FASTCALL,
      "treekit._keys.keystr, in C; returns DEFER to let Python join it."},
     {"entry_init", (PyCFunction)(void (*)(void))entry_init, METH_FASTCALL,

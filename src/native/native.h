@@ -78,6 +78,27 @@ static inline PyObject *tk_int(Py_ssize_t v) {
     }
     return PyLong_FromSsize_t(v);
 }
+/* The garbage collector. A gen-0 collection every 700 new container objects walks every
+ * young one that is tracked, so a walk making a tuple per leaf spent about 45% of its time
+ * there. What the core makes and no cycle can pass through is untracked at once, as the
+ * collector itself would untrack it at its first look (tuples: _PyTuple_MaybeUntrack):
+ * an exact tuple none of whose items is tracked, and a key entry of the four built-in
+ * classes whose value is not tracked (a str, an int). Public API (3.9+). */
+static inline void tk_untrack_tuple(PyObject *t) { /* t: an exact tuple, its items set */
+    for (Py_ssize_t i = PyTuple_GET_SIZE(t); i-- > 0;)
+        if (PyObject_GC_IsTracked(PyTuple_GET_ITEM(t, i))) return;
+    PyObject_GC_UnTrack(t);
+}
+/* `entry`: a built-in key entry (exact class) just given `value`. */
+static inline void tk_track_entry(PyObject *entry, PyObject *value) {
+    if (!PyObject_IS_GC(entry)) return;
+    if (PyObject_GC_IsTracked(value)) {
+        if (!PyObject_GC_IsTracked(entry)) PyObject_GC_Track(entry);
+    } else {
+        PyObject_GC_UnTrack(entry);
+    }
+}
+
 /* TreeDef(records), records a tuple of node records: new reference. */
 TK_API PyObject *tk_treedef(PyObject *records);
 
@@ -152,10 +173,16 @@ TK_API int tk_flatten_node(Ctx *c, PyObject *node, PyObject *ntype, int with_pat
  * (values None) that dicts of that order are copied from. */
 #define KEPT_ENTRIES 0
 #define KEPT_TEMPLATE 1
+#define KEPT_PATHS 2 /* the key paths (entry,) of the order's entries: a big dict at the root */
+#define KEPT_WHAT 3
 /* What is kept for `order`: new reference, or NULL (no exception) if nothing. */
 TK_API PyObject *tk_kept(PyObject *order, int what);
 /* Keep `item` (borrowed) for `order`, if the bound allows. */
 TK_API void tk_keep(PyObject *order, int what, PyObject *item);
+/* The key paths ((entry,) for each) of a big dict at the root whose node data is `order`
+ * and whose entries (from dict_entries) are `entries`: new reference, a tuple; NULL (no
+ * exception) where `entries` are not those kept for `order`. Made at first ask, kept. */
+TK_API PyObject *tk_root_paths(PyObject *order, PyObject *entries);
 
 /* walk.c: treekit._traverse.flatten (plain and with_path; takes_path: is_leaf(path, x)).
  * 0 done (*records: a new tuple of the node records), DEFER, -1 error. `records` NULL: the

@@ -402,39 +402,80 @@ defer:
 #define KEPT_SLOTS 8
 #define KEPT_KEYS (1 << 15) /* keys of all the orders kept */
 typedef struct {
-    PyObject *order;    /* owned or NULL */
-    PyObject *items[2]; /* owned or NULL: KEPT_ENTRIES, KEPT_TEMPLATE */
+    PyObject *order;           /* owned or NULL */
+    PyObject *items[KEPT_WHAT]; /* owned or NULL: KEPT_ENTRIES, KEPT_TEMPLATE, KEPT_PATHS */
 } Kept;
 static Kept kept[KEPT_SLOTS];
 static Py_ssize_t kept_keys;
+static int kept_next; /* the slot an order takes next when none is free */
 
-static Kept *kept_slot(PyObject *order) {
-    return &kept[((uintptr_t)order >> 4) % KEPT_SLOTS];
+/* The slot keeping `order`; or, with `take`, the slot to keep it in: a free one, or the next
+ * in turn (any slot may hold any order, so a few trees used in turn keep theirs). */
+static Kept *kept_slot(PyObject *order, int take) {
+    for (int i = 0; i < KEPT_SLOTS; i++)
+        if (kept[i].order == order) return &kept[i];
+    if (!take) return NULL;
+    for (int i = 0; i < KEPT_SLOTS; i++)
+        if (kept[i].order == NULL) return &kept[i];
+    Kept *k = &kept[kept_next];
+    kept_next = (kept_next + 1) % KEPT_SLOTS;
+    return k;
 }
 
 PyObject *tk_kept(PyObject *order, int what) {
-    Kept *k = kept_slot(order);
-    if (k->order != order || k->items[what] == NULL) return NULL;
+    Kept *k = kept_slot(order, 0);
+    if (k == NULL || k->items[what] == NULL) return NULL;
     Py_INCREF(k->items[what]);
     return k->items[what];
 }
 
 void tk_keep(PyObject *order, int what, PyObject *item) {
-    Kept *k = kept_slot(order);
+    Kept *k = kept_slot(order, 1);
     if (k->order != order) { /* the slot's order goes; this one comes if the bound allows */
-        PyObject *old[3] = {k->order, k->items[0], k->items[1]};
+        PyObject *old[KEPT_WHAT + 1] = {k->order};
+        for (int j = 0; j < KEPT_WHAT; j++) {
+            old[j + 1] = k->items[j];
+            k->items[j] = NULL;
+        }
         if (old[0] != NULL) kept_keys -= PyTuple_GET_SIZE(old[0]);
-        k->order = k->items[0] = k->items[1] = NULL;
+        k->order = NULL;
         if (kept_keys + PyTuple_GET_SIZE(order) <= KEPT_KEYS) {
             Py_INCREF(order);
             k->order = order;
             kept_keys += PyTuple_GET_SIZE(order);
         }
-        for (int j = 0; j < 3; j++) Py_XDECREF(old[j]); /* last: destructors may call in here */
+        for (int j = 0; j <= KEPT_WHAT; j++) Py_XDECREF(old[j]); /* last: destructors may call in here */
         if (k->order != order) return;
     }
     Py_INCREF(item);
     Py_XSETREF_COMPAT(k->items[what], item);
+    if (what == KEPT_ENTRIES) Py_CLEAR(k->items[KEPT_PATHS]); /* made of the entries replaced */
+}
+
+PyObject *tk_root_paths(PyObject *order, PyObject *entries) {
+    Kept *k = kept_slot(order, 0);
+    if (k == NULL || k->items[KEPT_ENTRIES] != entries) return NULL;
+    if (k->items[KEPT_PATHS] == NULL) {
+        Py_ssize_t n = PyTuple_GET_SIZE(entries);
+        PyObject *paths = PyTuple_New(n);
+        for (Py_ssize_t j = 0; paths != NULL && j < n; j++) {
+            PyObject *path = PyTuple_Pack(1, PyTuple_GET_ITEM(entries, j));
+            if (path == NULL) {
+                Py_CLEAR(paths);
+                break;
+            }
+            tk_untrack_tuple(path);
+            PyTuple_SET_ITEM(paths, j, path);
+        }
+        if (paths == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        tk_untrack_tuple(paths);
+        k->items[KEPT_PATHS] = paths;
+    }
+    Py_INCREF(k->items[KEPT_PATHS]);
+    return k->items[KEPT_PATHS];
 }
 
 /* [DictKey(k) for k in keys] as treekit._registry._dict_entries makes them (without the
@@ -467,6 +508,7 @@ static PyObject *dict_entries(Ctx *c, PyObject *keys) {
             Py_DECREF(out);
             return NULL;
         }
+        tk_track_entry(entry, key);
         PyTuple_SET_ITEM(out, j, entry);
     }
     if (shared) tk_keep(keys, KEPT_ENTRIES, out);

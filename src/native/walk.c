@@ -13,6 +13,7 @@ typedef struct {
     PyObject *children; /* owned: a list or a tuple (see tk_plain_seq) */
     PyObject *keys;     /* owned or NULL: a list or a tuple of key entries (with paths) */
     Py_ssize_t n, i, leaf_start, node_start;
+    Py_ssize_t tracked; /* with paths: how many entries of the key path to this node the collector tracks */
 } Frame;
 
 static void frame_clear(Frame *f) {
@@ -134,6 +135,7 @@ static PyObject *spread_key(PyObject *key, Py_ssize_t position, Py_ssize_t index
         PyObject *idx = PyObject_GetAttr(key, S.s_idx);
         PyObject *copy = idx == NULL ? NULL : tp->tp_alloc(tp, 0);
         if (copy != NULL && PyObject_GenericSetAttr(copy, S.s_idx, idx) < 0) Py_CLEAR(copy);
+        if (copy != NULL) tk_track_entry(copy, idx);
         Py_XDECREF(idx);
         if (copy == NULL) {
             PyErr_Clear();
@@ -151,8 +153,9 @@ static PyObject *spread_key(PyObject *key, Py_ssize_t position, Py_ssize_t index
 }
 
 /* (path[2], ..., path[depth - 1], key): the key path of the top frame's child `key` leads
- * to (depth 1: the root's, ()). New reference. */
-static PyObject *path_to(PyObject **path, Py_ssize_t depth, PyObject *key) {
+ * to (depth 1: the root's, ()), untracked if `tracked` (the top frame's) is 0 and `key` is
+ * not tracked. New reference. */
+static PyObject *path_to(PyObject **path, Py_ssize_t depth, PyObject *key, Py_ssize_t tracked) {
     if (depth == 1) {
         Py_INCREF(S.empty_tuple);
         return S.empty_tuple;
@@ -162,6 +165,7 @@ static PyObject *path_to(PyObject **path, Py_ssize_t depth, PyObject *key) {
     copy_path(out, path, depth);
     Py_INCREF(key);
     PyTuple_SET_ITEM(out, depth - 2, key);
+    if (tracked == 0 && !PyObject_GC_IsTracked(key)) PyObject_GC_UnTrack(out);
     return out;
 }
 
@@ -401,7 +405,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         if (is_leaf != NULL) {
             PyObject *r;
             if (takes_path) {
-                PyObject *at = path_to(path, depth, key);
+                PyObject *at = path_to(path, depth, key, f->tracked);
                 r = at == NULL ? NULL : PyObject_CallFunctionObjArgs(is_leaf, at, child, NULL);
                 Py_XDECREF(at);
             } else {
@@ -430,7 +434,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             int bad = PyList_Append(leaves, child) < 0 || (nodes != NULL && buf_push(nodes, S.LEAF) < 0);
             made++;
             if (!bad && with_path) {
-                PyObject *at = path_to(path, depth, key);
+                PyObject *at = path_to(path, depth, key, f->tracked);
                 bad = at == NULL || PyList_Append(paths, at) < 0;
                 Py_XDECREF(at);
             }
@@ -468,7 +472,17 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
                 if (!bad && with_path) {
                     /* each leaf's path: the node's, then the leaf's key, made in one go */
                     Py_ssize_t size = depth == 1 ? 1 : depth; /* the root's path is () */
-                    for (j = 0; !bad && j < n; j++) {
+                    Py_ssize_t tracked = f->tracked + (depth > 1 && PyObject_GC_IsTracked(key));
+                    /* a big dict at the root: its leaves' paths are kept with its entries */
+                    PyObject *root = depth == 1 && ntype == S.DICT && PyTuple_CheckExact(keys) && n > LAST_KEYS
+                                         ? tk_root_paths(data, keys)
+                                         : NULL;
+                    if (root != NULL) {
+                        Py_ssize_t at = PyList_GET_SIZE(paths);
+                        bad = PyList_SetSlice(paths, at, at, root) < 0;
+                        Py_DECREF(root);
+                    }
+                    for (j = root != NULL ? n : 0; !bad && j < n; j++) {
                         PyObject *out = PyTuple_New(size);
                         if (out == NULL) {
                             bad = 1;
@@ -482,6 +496,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
                         PyObject *leaf_key = PySequence_Fast_GET_ITEM(keys, j);
                         Py_INCREF(leaf_key);
                         PyTuple_SET_ITEM(out, size - 1, leaf_key);
+                        if (tracked == 0 && !PyObject_GC_IsTracked(leaf_key)) PyObject_GC_UnTrack(out);
                         bad = PyList_Append(paths, out) < 0;
                         Py_DECREF(out);
                     }
@@ -535,6 +550,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
                 key = copy;
             }
             path[depth] = key; /* the reference taken above */
+            g->tracked = depth == 1 ? 0 : f->tracked + PyObject_GC_IsTracked(key);
         }
         depth++;
     }
