@@ -92,6 +92,29 @@ def test_flatten_with_is_leaf_is_the_pure_cores(tree: Any) -> None:
     _same(native.flatten(tree, is_leaf, True), pure_flatten(tree, is_leaf, True))
 
 
+def pure_flatten_pairs(tree: Any, is_leaf: Any, takes_path: bool) -> Any:
+    leaves, treedef, paths = pure_flatten(tree, is_leaf, True, takes_path)
+    return list(zip(paths, leaves)), treedef
+
+
+@given(TREES, st.sampled_from(["none", "tuples", "by path"]))
+def test_flatten_pairs_is_the_pure_cores(tree: Any, is_leaf_kind: str) -> None:
+    is_leaf = {"none": None, "tuples": lambda x: type(x) is tuple, "by path": lambda path, x: len(path) == 2}
+    takes_path = is_leaf_kind == "by path"
+    got = _outcome(lambda: native.flatten_pairs(tree, is_leaf[is_leaf_kind], takes_path))
+    want = _outcome(lambda: pure_flatten_pairs(tree, is_leaf[is_leaf_kind], takes_path))
+    assert got[0] == want[0] == "ok"
+    assert [(path, id(x)) for path, x in got[1][0]] == [(path, id(x)) for path, x in want[1][0]]
+    assert got[1][1] == want[1][1]
+
+
+def test_flatten_pairs_of_a_cycle_is_the_pure_cores_error() -> None:
+    tree: list[Any] = [1.0, {"a": 2.0}]
+    tree[1]["b"] = tree
+    got = _outcome(lambda: native.flatten_pairs(tree, None, False))
+    assert got[0] == "raised" and got == _outcome(lambda: pure_flatten_pairs(tree, None, False))
+
+
 @given(TREES)
 def test_build_is_the_pure_cores(tree: Any) -> None:
     leaves, treedef, _ = pure_flatten(tree)

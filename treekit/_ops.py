@@ -11,7 +11,7 @@ from treekit._core import NATIVE
 from treekit._errors import StructureMismatchError, TransposeMismatchError, noted, where_text
 from treekit._keys import KeyPath
 from treekit._registry import lookup
-from treekit._traverse import IsLeaf, flatten, pairs
+from treekit._traverse import IsLeaf, flatten, flatten_pairs
 from treekit._traverse import leaves as _leaves
 from treekit._treedef import TreeDef, as_treedef, tuple_of
 
@@ -162,9 +162,7 @@ def tree_flatten_with_path(
     Raises:
         TreeCycleError: If ``tree`` holds a cycle; also ``TypeError`` as :func:`tree_flatten`.
     """
-    leaves, treedef, paths = flatten(tree, is_leaf, True, is_leaf_takes_path)
-    assert paths is not None
-    return pairs(paths, leaves), treedef
+    return flatten_pairs(tree, is_leaf, is_leaf_takes_path)
 
 
 def tree_leaves_with_path(

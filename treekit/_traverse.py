@@ -270,13 +270,18 @@ class LeafPaths:
         return tuple(path)
 
 
-def pairs(paths: list[KeyPath], leaves: list[Any]) -> list[tuple[KeyPath, Any]]:
-    """``list(zip(paths, leaves))``: what flatten with paths returns to users."""
-    return list(zip(paths, leaves))
+def flatten_pairs(
+    tree: Any, is_leaf: IsLeaf | None = None, leaf_takes_path: bool = False
+) -> tuple[list[tuple[KeyPath, Any]], TreeDef]:
+    """``flatten`` with paths, its leaves paired with their key paths: ``(pairs, treedef)``."""
+    leaves, treedef, paths = pure_flatten(tree, is_leaf, True, leaf_takes_path)  # (the native one is below)
+    assert paths is not None
+    return list(zip(paths, leaves)), treedef
 
 
 pure_flatten = flatten  # the reference, and where the native walker hands over what it does not finish
+pure_flatten_pairs = flatten_pairs
 if NATIVE is not None:
     flatten = NATIVE.flatten
     leaves = NATIVE.leaves
-    pairs = NATIVE.pairs  # the same, its tuples untracked by the garbage collector where they can be
+    flatten_pairs = NATIVE.flatten_pairs  # its lists and tuples kept from the garbage collector where they can be

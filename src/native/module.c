@@ -246,29 +246,66 @@ static PyObject *map(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     return tk_map(args[0], args[1], args[2], is_leaf, with_path, takes_path, args[6]);
 }
 
-/* pairs(paths, leaves) -> [(path, leaf), ...] (new reference): list(zip(paths, leaves)) of
- * two lists of one length, each pair untracked where neither item is tracked. */
-static PyObject *pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[1]) ||
-        PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "pairs(paths: list, leaves: list of the same length)");
+/* flatten_pairs(tree, is_leaf, leaf_takes_path) -> (pairs, TreeDef): new reference;
+ * treekit._traverse.flatten_pairs. Its leaves and paths lists never leave this function, so
+ * the collector is not told of them, and the pairs are collected in C before their list is
+ * made: a gen-0 collection while the pairs are made (one each 700) finds no 10,000-item list
+ * of this call to go over. A pair is untracked where neither item is tracked. */
+static PyObject *flatten_pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "flatten_pairs(tree, is_leaf, leaf_takes_path)");
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(args[0]);
-    PyObject *out = PyList_New(n);
-    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
-        PyObject *pair = PyTuple_New(2);
-        if (pair == NULL) {
-            Py_CLEAR(out);
-            break;
-        }
-        for (int k = 0; k < 2; k++) {
-            PyObject *item = PyList_GET_ITEM(args[k], i);
-            Py_INCREF(item);
-            PyTuple_SET_ITEM(pair, k, item);
-        }
+    if (tk_ready() < 0) return NULL;
+    int takes_path = PyObject_IsTrue(args[2]);
+    if (takes_path < 0) return NULL;
+    PyObject *is_leaf = args[1] == Py_None ? NULL : args[1];
+    PyObject *leaves = NULL, *paths = NULL, *records = NULL, *out = NULL, **made = NULL;
+    Py_ssize_t n = 0, done = 0;
+    int rc = DEFER;
+    if (takes_path && is_leaf == NULL) goto done; /* the pure core's call */
+    leaves = PyList_New(0);
+    paths = leaves == NULL ? NULL : PyList_New(0);
+    if (paths == NULL) goto fail;
+    PyObject_GC_UnTrack(leaves);
+    PyObject_GC_UnTrack(paths);
+    rc = tk_walk(args[0], is_leaf, 1, takes_path, leaves, &records, paths);
+    if (rc != 0) goto done;
+    n = PyList_GET_SIZE(leaves);
+    if (PyList_GET_SIZE(paths) != n || (made = PyMem_Malloc(sizeof(PyObject *) * (size_t)(n ? n : 1))) == NULL) {
+        if (made == NULL && PyList_GET_SIZE(paths) == n) PyErr_NoMemory();
+        else PyErr_SetString(PyExc_SystemError, "treekit._native: as many paths as leaves expected");
+        goto fail;
+    }
+    for (; done < n; done++) {
+        PyObject *pair = PyTuple_Pack(2, PyList_GET_ITEM(paths, done), PyList_GET_ITEM(leaves, done));
+        if (pair == NULL) goto fail;
         tk_untrack_tuple(pair);
-        PyList_SET_ITEM(out, i, pair);
+        made[done] = pair;
+    }
+    PyObject *list = PyList_New(n), *treedef = list == NULL ? NULL : tk_treedef(records);
+    if (treedef == NULL) {
+        Py_XDECREF(list);
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) PyList_SET_ITEM(list, i, made[i]);
+    done = 0; /* the list's now */
+    out = PyTuple_Pack(2, list, treedef);
+    Py_DECREF(list);
+    Py_DECREF(treedef);
+    goto done;
+fail:
+    rc = -1;
+done:
+    for (Py_ssize_t i = 0; i < done; i++) Py_DECREF(made[i]);
+    PyMem_Free(made);
+    Py_XDECREF(leaves);
+    Py_XDECREF(paths);
+    Py_XDECREF(records);
+    if (rc == DEFER) { /* treekit._traverse.pure_flatten_pairs raises or finishes it */
+        PyObject *fn = PyObject_GetAttrString(S.traverse, "pure_flatten_pairs");
+        out = fn == NULL ? NULL : PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);
+        Py_XDECREF(fn);
     }
     return out;
 }
@@ -279,7 +316,7 @@ static PyObject *pairs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
 #define SEQ_TEXTS 256
 static PyObject *seq_texts[SEQ_TEXTS];
 static PyObject *dict_texts, *attr_texts;
-#define TEXTS_LIMIT 4096
+#define TEXTS_LIMIT (1 << 15) /* keys: a flat dict of as many keys as the big-dict caches keep */
 
 static PyObject *remembered_text(PyObject **cache, PyObject *key, PyObject *text) {
     if (*cache == NULL && (*cache = PyDict_New()) == NULL) return NULL;
@@ -788,8 +825,8 @@ static PyMethodDef METHODS[] = {
      "treekit._treedef.TreeDef._walk without keys, in C; returns DEFER to let Python walk it."},
     {"map", (PyCFunction)(void (*)(void))map, METH_FASTCALL,
      "treekit._ops.tree_map and tree_map_with_path, in C; returns DEFER to let Python map it."},
-    {"pairs", (PyCFunction)(void (*)(void))pairs, METH_FASTCALL,
-     "pairs(paths, leaves): list(zip(paths, leaves)) of two lists of one length, in C."},
+    {"flatten_pairs", (PyCFunction)(void (*)(void))flatten_pairs, METH_FASTCALL,
+     "treekit._traverse.flatten_pairs, in C (hands what it does not finish to the pure core)."},
     {"keystr", (PyCFunction)(void (*)(void))keystr, METH_FASTCALL,
      "treekit._keys.keystr, in C; returns DEFER to let Python join it."},
     {"entry_init", (PyCFunction)(void (*)(void))entry_init, METH_FASTCALL,
