@@ -358,3 +358,63 @@ def test_a_bare_name_at_several_places_lists_them() -> None:
         tree_get(tree, "w")
     with pytest.raises(StructureMismatchError, match="got dict with keys"):
         tree_get(tree, "nowhere")
+
+
+# -- a registered flatten function that raises (issue 21 item 1) ----------------------------------
+class Raising:
+    """A registered node whose flatten function raises (or returns a malformed result)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+
+def _raising_flatten(node: Raising) -> Any:
+    if node.mode == "raise":
+        raise RuntimeError("flatten failed")
+    if node.mode == "pairs":
+        return [1, 2], None  # not (key entry, child) pairs
+    return [(GetAttrKey("mode"), node.mode)], None
+
+
+@pytest.fixture
+def raising(registered: Any) -> None:
+    from treekit import register_pytree_with_keys
+
+    registered(Raising, lambda cls: register_pytree_with_keys(cls, _raising_flatten, lambda _, c: Raising(*c)))
+
+
+RAISING_TREE = {"layers": [{"w": 1}, Raising("raise")], "ok": Raising("ok")}
+FLATTEN_RAISES = [
+    # (call, the user's class, its message, the note: node type and key path of the raising node)
+    (lambda: tree_get(RAISING_TREE, "['layers'][1].mode"), RuntimeError, "flatten failed", "tree['layers'][1]"),
+    (lambda: tree_get(RAISING_TREE, ("layers", 1, "mode")), RuntimeError, "flatten failed", "tree['layers'][1]"),
+    (lambda: tree_get(RAISING_TREE, "layers/1/mode"), RuntimeError, "flatten failed", "tree['layers'][1]"),
+    (lambda: tree_get(Raising("raise"), ".mode"), RuntimeError, "flatten failed", "tree"),
+    (lambda: tree_get(RAISING_TREE, "mode"), RuntimeError, "flatten failed", "tree['layers'][1]"),  # a bare name
+    (lambda: tree_set(RAISING_TREE, "['layers'][1].mode", 0), RuntimeError, "flatten failed", "tree['layers'][1]"),
+    (lambda: tree_at("['layers'][1].mode", RAISING_TREE, 0), RuntimeError, "flatten failed", "pytree['layers'][1]"),
+    (lambda: tree_at(lambda t: t["ok"], RAISING_TREE, 0), RuntimeError, "flatten failed", "pytree['layers'][1]"),
+    (
+        lambda: tree_get([Raising("pairs")], "[0][0]"),
+        ValueError,
+        "the flatten_with_keys function registered for Raising returned 1 among its children; "
+        "expected (key entry, child) pairs",
+        "tree[0]",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message", "where"), FLATTEN_RAISES, ids=[f"{i}-{w}" for i, (*_, w) in enumerate(FLATTEN_RAISES)]
+)
+@pytest.mark.usefixtures("raising")
+def test_a_raising_flatten_function_is_noted_with_type_and_key_path(
+    call: Any, error: type, message: str, where: str
+) -> None:
+    """Issue 21 item 1: the bare user exception escaped with no key path. Now it is noted as
+    flatten and tree_map note it (treekit._errors.flatten_noted): the same class and message,
+    a PEP 678 note naming the node type and the key path of the node whose flatten raised."""
+    with pytest.raises(error, match=f"^{re.escape(message)}") as info:  # (on 3.10 the note follows)
+        call()
+    assert type(info.value) is error
+    assert info.value.__notes__ == [f"{where}: raised while flattening Raising"]

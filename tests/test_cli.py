@@ -206,3 +206,52 @@ def test_hostile_files_are_one_line_on_stderr_and_status_1(tmp_path: Path, case:
     assert result.stderr.startswith(f"python -m treekit show: {path}: {message}"), result.stderr
     assert result.stderr.count("\n") == 1 and "pickled" not in result.stderr
     assert elapsed < 60  # reading 2 GiB, or allocating 2**40 bytes, would not be
+
+
+def _zip_pt(path: Path) -> None:
+    """A file as torch.save (1.6 and later) writes it: a zip archive holding a pickle."""
+    import pickle
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", pickle.dumps({"w": [1.0]}))
+        archive.writestr("archive/version", "3\n")
+
+
+HOSTILE_PICKLES: dict[str, tuple[str, Any, str]] = {
+    # case: (file name, how to write it, the one line after "python -m treekit show: FILE: ")
+    "truncated pickle": (
+        "t.pkl",
+        lambda p: p.write_bytes(__import__("pickle").dumps({"w": list(range(100))})[:20]),
+        "could not unpickle it: pickle data was truncated",
+    ),
+    "pickle naming a missing module": (
+        "t.pkl",
+        lambda p: p.write_bytes(b"\x80\x02cno_such_module_treekit_cli\nThing\n)\x81."),
+        "could not unpickle it: ModuleNotFoundError: No module named 'no_such_module_treekit_cli'",
+    ),
+    "zip .pt": (
+        "model.pt",
+        _zip_pt,
+        "expected a pickle, got a zip archive (torch.save's format): load it with torch.load, "
+        "then treekit.save the tree to show it",
+    ),
+    "empty file": ("t.pkl", lambda p: p.write_bytes(b""), "expected a tree, got an empty file"),
+    "pickled cycle": (
+        "t.pkl",
+        lambda p: p.write_bytes(b"\x80\x02]q\x00h\x00a."),
+        "could not summarize the tree it holds: tree[0]: expected a tree, got a cycle "
+        "(this list is the same object as its ancestor tree)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_PICKLES))
+def test_hostile_pickles_are_one_line_on_stderr_and_status_1(tmp_path: Path, case: str) -> None:
+    """Issue 21 item 4: ``show --allow-pickle`` on these printed a 19-20 line traceback."""
+    name, make, message = HOSTILE_PICKLES[case]
+    path = tmp_path / name
+    make(path)
+    result = run("show", "--allow-pickle", str(path))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f"python -m treekit show: {path}: {message}\n"

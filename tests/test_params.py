@@ -265,6 +265,30 @@ STACK_ERRORS = [
     ),
     (lambda: tree_stack([[1], [[1]]]), StructureMismatchError, "trees[1][0]: expected a leaf, got list of length 1"),
     (lambda: tree_stack([]), ValueError, "trees: expected at least one tree, got an empty sequence"),
+    (lambda: tree_stack(()), ValueError, "trees: expected at least one tree, got an empty sequence"),
+    # issue 21 item 2: a dict raised KeyError: 0, a generator "not subscriptable", a str stacked its characters
+    (lambda: tree_stack({"a": 1}), TypeError, "trees: expected a list or tuple of trees, got dict"),
+    (lambda: tree_stack({0: {"a": 1}}), TypeError, "trees: expected a list or tuple of trees, got dict"),
+    (lambda: tree_stack(t for t in [{"a": 1}]), TypeError, "trees: expected a list or tuple of trees, got generator"),
+    (lambda: tree_stack("ab"), TypeError, "trees: expected a list or tuple of trees, got str"),
+    (lambda: tree_stack(np.zeros((2, 3))), TypeError, "trees: expected a list or tuple of trees, got ndarray"),
+    (lambda: tree_stack(None), TypeError, "trees: expected a list or tuple of trees, got None"),
+    (
+        lambda: tree_stack([{"a": [1, 2]}, {"a": [1, 2]}, {"a": (1, 2)}]),
+        StructureMismatchError,
+        "trees[2]['a']: expected list of length 2, got tuple of length 2",
+    ),
+    (
+        lambda: tree_stack([{"a": 1}, {"a": None}]),
+        StructureMismatchError,
+        "trees[1]['a']: expected a leaf, got None",
+    ),
+    (lambda: tree_stack([{"a": 1}, 5]), StructureMismatchError, "trees[1]: expected dict with keys ['a'], got leaf 5"),
+    (
+        lambda: tree_stack(({"a": np.zeros(2)}, {"a": np.zeros(3)})),
+        ValueError,
+        "trees[1]['a']: expected a leaf of shape (2,) (as trees[0]['a']), got (3,)",
+    ),
     (
         lambda: tree_unstack({"a": np.zeros(2), "b": [np.zeros(3)]}),
         StructureMismatchError,
@@ -281,6 +305,11 @@ STACK_ERRORS = [
         "tree[0]: expected an array with a leading axis, got shape ()",
     ),
     (lambda: tree_unstack([None]), ValueError, "tree: expected at least one leaf to unstack, got none"),
+    (  # the first leaf has no axis 0: it was "expected ... leading axis of length None"
+        lambda: tree_unstack({"a": 1.0, "b": np.zeros(2)}),
+        StructureMismatchError,
+        "tree['a']: expected an array with a leading axis, got shape ()",
+    ),
 ]
 
 
@@ -288,6 +317,21 @@ STACK_ERRORS = [
 def test_stack_errors(call: Any, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call()
+
+
+class _Raising:
+    """A registered node whose flatten function raises."""
+
+
+def test_stack_notes_a_raising_flatten_function_with_the_tree_it_is_in(registered: Any) -> None:
+    def flatten(node: _Raising) -> Any:
+        raise RuntimeError("flatten failed")
+
+    registered(_Raising, lambda cls: treekit.register_pytree_node(cls, flatten, lambda _, c: _Raising()))
+    for trees, where in [([{"a": _Raising()}, {"a": 1}], "trees[0]['a']"), ([[1], [_Raising()]], "trees[1][0]")]:
+        with pytest.raises(RuntimeError, match=f"^{re.escape('flatten failed')}") as info:
+            tree_stack(trees)
+        assert info.value.__notes__ == [f"{where}: raised while flattening _Raising"]
 
 
 def test_stack_jax_arrays_under_jit() -> None:

@@ -7,6 +7,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -269,3 +270,197 @@ def test_a_damaged_treekit_record_names_the_file_once(tmp_path: Path, capsys: py
     err = show_err(capsys, str(name))
     assert err.startswith(f"treekit show: {name}: damaged or unreadable treekit structure record (")
     assert err.count(str(name)) == 1
+
+
+# -- hostile pickles and other files that gave a traceback (issue 21 item 4) --------------------------
+def _zip_bytes(members: dict[str, bytes], flag: int = 0, method: int | None = None) -> bytes:
+    """A zip file of these members; ``flag`` and ``method`` patched into every header after."""
+    import io
+    import struct
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    raw = bytearray(buffer.getvalue())
+    for signature, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        i = raw.find(signature)
+        while i >= 0:
+            struct.pack_into("<H", raw, i + at, struct.unpack_from("<H", raw, i + at)[0] | flag)
+            if method is not None:
+                struct.pack_into("<H", raw, i + at + 2, method)
+            i = raw.find(signature, i + 4)
+    return bytes(raw)
+
+
+GOOD_NPY = npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", b"\0" * 4)
+TORCH_ZIP = (
+    "expected a pickle, got a zip archive (torch.save's format): load it with torch.load, "
+    "then treekit.save the tree to show it"
+)
+HOSTILE_FILES: dict[str, tuple[str, bytes, str]] = {
+    # case: (file name, content, the one line after "treekit show: FILE: "; "..." ends a prefix of it)
+    "truncated pickle": (
+        "t.pkl",
+        pickle.dumps({"w": list(range(100))})[:20],
+        "could not unpickle it: pickle data was truncated",
+    ),
+    "pickle naming a missing module": (
+        "t.pkl",
+        b"\x80\x02cno_such_module_treekit_test\nThing\n)\x81.",
+        "could not unpickle it: ModuleNotFoundError: No module named 'no_such_module_treekit_test'",
+    ),
+    "pickle naming a missing attribute": (
+        "t.pkl",
+        b"\x80\x02cbuiltins\nno_such_name\n)\x81.",
+        "could not unpickle it: AttributeError: ...",  # (Python's words after that vary by version)
+    ),
+    "pickle that raises as it loads": (
+        "t.pkl",
+        b"\x80\x02cbuiltins\nint\nX\x01\x00\x00\x00x\x85R.",  # int('x')
+        "could not unpickle it: ValueError: invalid literal for int() with base 10: 'x'",
+    ),
+    "not a pickle": ("t.pkl", b"hello", "could not unpickle it: ..."),
+    "pickle ending too soon": (
+        "t.pkl",
+        b"\x80\x02]",
+        "could not unpickle it: the data ends too soon, a truncated file (Ran out of input)",
+    ),
+    "torch legacy pickle": (
+        "t.pt",
+        b"\x80\x02X\x01\x00\x00\x00xQ.",  # a persistent id, as torch.save's tensors are
+        "could not unpickle it: A load persistent id instruction was encountered, but no persistent_load "
+        "function was specified. (torch.save's format? load it with torch.load)",
+    ),
+    "zip .pt": (
+        "model.pt",
+        _zip_bytes({"archive/data.pkl": pickle.dumps({"a": 1}), "archive/version": b"3\n"}),
+        TORCH_ZIP,
+    ),
+    "zip .pth": ("model.pth", _zip_bytes({"archive/data.pkl": b"."}), TORCH_ZIP),
+    "truncated pickle named .npz": (
+        "t.npz",
+        pickle.dumps({"a": 1})[:5],
+        "could not unpickle it: pickle data was truncated",
+    ),
+    "pickled cycle": (
+        "cycle.pkl",
+        b"\x80\x02]q\x00h\x00a.",
+        "could not summarize the tree it holds: tree[0]: expected a tree, "
+        "got a cycle (this list is the same object as its ancestor tree)",
+    ),
+    "empty .pkl": ("t.pkl", b"", "expected a tree, got an empty file"),
+    "empty .npz": ("t.npz", b"", "expected a tree, got an empty file"),
+    "empty .npy": ("t.npy", b"", "expected a tree, got an empty file"),
+    "empty .json": ("t.json", b"", "expected a tree, got an empty file"),
+    ".npz that is no zip": (
+        "t.npz",
+        b"hello world",
+        "not a valid .npz (zip) file: it does not start as a zip file does",
+    ),
+    "encrypted .npz member": (
+        "t.npz",
+        _zip_bytes({"w.npy": GOOD_NPY}, flag=1),
+        "array 'w': expected a zip member as numpy writes it, got an encrypted one",
+    ),
+    "unknown compression": (
+        "t.npz",
+        _zip_bytes({"w.npy": GOOD_NPY}, method=99),
+        "array 'w': cannot read it from the zip file (That compression method is not supported)",
+    ),
+    "negative .npy shape": (
+        "t.npy",
+        npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (-1,), }"),
+        "expected a .npy header whose shape has sizes >= 0, got shape (-1,)",
+    ),
+    "invalid json": ("t.json", b'{"a": ', "not valid JSON: Expecting value: line 1 column 7 (char 6)"),
+    "json with a BOM": (
+        "t.json",
+        b'\xef\xbb\xbf{"a": 1}',
+        "not valid JSON: Unexpected UTF-8 BOM (decode using utf-8-sig): line 1 column 1 (char 0)",
+    ),
+    "json not utf-8": (
+        "t.json",
+        b'{"a": "\xff"}',
+        "not valid JSON: 'utf-8' codec can't decode byte 0xff in position 7: invalid start byte",
+    ),
+    "json int too long": (
+        "t.json",
+        b"1" * 5000,
+        "could not read it as JSON: Exceeds the limit (4300 digits) for integer string conversion: value has "
+        "5000 digits; use sys.set_int_max_str_digits() to increase the limit",
+    ),
+    "json too deep": (
+        "t.json",
+        b'{"a":' * 5000 + b"1" + b"}" * 5000,
+        f"expected JSON nested less than about {sys.getrecursionlimit():,} levels deep (Python's json parser "
+        "recurses), got deeper",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_FILES))
+def test_hostile_files_with_allow_pickle_are_one_line_and_status_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    """Issue 21 item 4: a truncated pickle, a pickle naming a missing module and torch's zip .pt
+    printed a 19-20 line traceback with --allow-pickle; an empty file, a .npz that is no zip and
+    bad JSON gave other errors' words. Now one line each, naming the file, and status 1."""
+    name, content, message = HOSTILE_FILES[case]
+    path = tmp_path / name
+    path.write_bytes(content)
+    err = show_err(capsys, "--allow-pickle", str(path))
+    if message.endswith("..."):
+        assert err.startswith(f"treekit show: {path}: {message[:-3]}"), err
+    else:
+        assert err == f"treekit show: {path}: {message}\n"
+
+
+def test_a_zip_pt_is_named_a_zip_archive_with_or_without_allow_pickle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "model.pt"
+    path.write_bytes(HOSTILE_FILES["zip .pt"][1])
+    assert show_err(capsys, str(path)) == f"treekit show: {path}: {TORCH_ZIP}\n"
+
+
+def test_a_pickle_in_an_npz_that_does_not_unpickle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An object array whose pickle names a missing module: numpy's unpickling error, in one line."""
+    path = tmp_path / "objects.npz"
+    member = npy_bytes("{'descr': '|O', 'fortran_order': False, 'shape': (1,), }", b"\x80\x02cno_such_module_tk\nT\n.")
+    path.write_bytes(_zip_bytes({"x.npy": member}))
+    err = show_err(capsys, "--allow-pickle", str(path))
+    assert err.startswith(f"treekit show: {path}: could not unpickle it: ")
+    assert "no_such_module_tk" in err
+
+
+def test_a_json_file_larger_than_it_says_is_read_only_up_to_the_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/dev/zero has size 0 in stat: it is read up to --max-bytes, then refused."""
+    import os
+
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero here")
+    path = tmp_path / "zero.json"
+    path.symlink_to("/dev/zero")
+    assert show_err(capsys, str(path), "--max-bytes", "1K") == (
+        f"treekit show: {path}: a JSON file of more than 1,024 bytes, more than --max-bytes 1,024; "
+        "pass --max-bytes N or --no-limit to read it anyway\n"
+    )
+
+
+def test_a_reader_raising_anything_else_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import treekit._show
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise LookupError("something unforeseen")
+
+    monkeypatch.setattr(treekit._show, "load_tree", broken)
+    path = tmp_path / "t.json"
+    path.write_text("{}")
+    message = "could not read it: LookupError: something unforeseen"
+    assert show_err(capsys, str(path)) == f"treekit show: {path}: {message}\n"

@@ -31,6 +31,41 @@ def test_shape_dtype_keeps_dtype_names() -> None:
     assert tk.tree_leaves([ShapeDtype((2,))]) == [ShapeDtype((2,))]  # a leaf, not a node
 
 
+SHAPE_EXPECTED = "shape: expected a tuple of dims (ints >= 0, names, None or ...), got "
+DTYPE_EXPECTED = "dtype: expected a dtype or a dtype name ('float32', 'f32', 'bfloat16', numpy.float32, ...), got "
+BAD_SHAPE_DTYPES = [
+    # issue 21 item 3: ShapeDtype(5, 'f32') raised "'int' object is not iterable", ShapeDtype('ab') took
+    # two dims 'a' and 'b', and an unknown dtype name ('f33') was kept as if it were one
+    (lambda: ShapeDtype(5, "f32"), SHAPE_EXPECTED + "int 5\nwrite (5,) for a shape of one dim"),
+    (lambda: ShapeDtype(np.int64(3)), SHAPE_EXPECTED + f"int64 {np.int64(3)!r}\nwrite (3,) for a shape of one dim"),
+    (lambda: ShapeDtype("batch"), SHAPE_EXPECTED + "str 'batch'\nwrite ('batch',) for a shape of one named dim"),
+    (lambda: ShapeDtype(None), SHAPE_EXPECTED + "None"),
+    (lambda: ShapeDtype(2.5), SHAPE_EXPECTED + "float 2.5"),
+    (lambda: ShapeDtype({2, 3}), SHAPE_EXPECTED + "set {2, 3}"),
+    (lambda: ShapeDtype((5,), "f33"), DTYPE_EXPECTED + "'f33'"),
+    (lambda: ShapeDtype((5,), "flaot32"), DTYPE_EXPECTED + "'flaot32'"),
+    (lambda: ShapeDtype((5,), ""), DTYPE_EXPECTED + "''"),
+    (lambda: ShapeDtype((5,), 3.5), DTYPE_EXPECTED + "float 3.5"),
+    (lambda: ShapeDtype((5,), [1]), DTYPE_EXPECTED + "list [1]"),
+]
+
+
+@pytest.mark.parametrize(("call", "message"), BAD_SHAPE_DTYPES, ids=[m.split("got ")[-1] for _, m in BAD_SHAPE_DTYPES])
+def test_a_bad_shape_or_dtype_is_a_type_error_naming_it(call: Any, message: str) -> None:
+    with pytest.raises(TypeError, match="^" + re.escape(message) + "$"):
+        call()
+
+
+def test_dtype_names_numpy_does_not_know_are_kept_when_they_are_dtypes() -> None:
+    """jax's extra dtypes (ml_dtypes), jax's key dtypes, torch's: names numpy cannot read alone."""
+    for name in ("bfloat16", "float8_e4m3fn", "int4", "uint2", "key<fry>", "torch.int8", "quint8"):
+        assert ShapeDtype((2,), name).dtype == name
+    for dtype in ("S5", "U3", [("a", "f4")], "datetime64[ns]"):  # numpy's names round-trip
+        spec = ShapeDtype((2,), dtype)
+        assert dataclasses.replace(spec, shape=(3,)).dtype == spec.dtype
+    assert ShapeDtype((2, 3)).shape == ShapeDtype([2, 3]).shape == ShapeDtype(range(2, 4)).shape == (2, 3)
+
+
 def test_tree_spec_describes_every_array_leaf() -> None:
     tree = {"w": np.zeros((3, 4), f32), "b": [np.zeros(4, np.int8)], "none": None}
     spec = tk.tree_spec(tree)

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Union
 
-from treekit._errors import StructureMismatchError
+from treekit._errors import StructureMismatchError, flatten_noted
 from treekit._keys import FlattenedIndexKey, KeyPath, SequenceKey, _simple, keystr, plain_key
 from treekit._registry import LIST, TUPLE, lookup
 from treekit._traverse import IsLeaf, flatten
@@ -134,7 +134,13 @@ def _descend(tree: Any, path: Any, label: str, sep: str) -> tuple[list[_Frame], 
                 node = node[index]
                 pos += 1
                 continue
-        children, data, keys = ntype.flatten(node, True)
+        try:
+            children, data, keys = ntype.flatten(node, True)
+        except Exception as exc:  # the user's exception goes on, noted with the key path (as flatten does)
+            again = flatten_noted(label, tuple(done), type(node), exc)
+            if again is exc:
+                raise
+            raise again from exc
         assert keys is not None
         if keystr_form:
             index, next_pos = _keystr_index(path, pos, keys)
@@ -143,7 +149,7 @@ def _descend(tree: Any, path: Any, label: str, sep: str) -> tuple[list[_Frame], 
         else:
             index, next_pos = _key_index(step, keys), pos + 1
         if index < 0 and pos == 0 and is_str and not keystr_form and sep not in path:
-            named = _named(tree, path)  # optax's form: a bare key name, found anywhere
+            named = _named(tree, path, label)  # optax's form: a bare key name, found anywhere
             if len(named) == 1:
                 return _descend(tree, named[0], label, sep)
             if named:
@@ -163,7 +169,7 @@ def _descend(tree: Any, path: Any, label: str, sep: str) -> tuple[list[_Frame], 
     return frames, node
 
 
-def _named(tree: Any, name: str) -> list[KeyPath]:
+def _named(tree: Any, name: str, label: str) -> list[KeyPath]:
     """The key paths, in flatten order, of every node or leaf whose own key is named ``name``."""
     found: list[KeyPath] = []
 
@@ -172,7 +178,7 @@ def _named(tree: Any, name: str) -> list[KeyPath]:
             found.append(path)
         return False
 
-    flatten(tree, visit, with_path=True, leaf_takes_path=True)  # the one walk: cycles, depth
+    flatten(tree, visit, with_path=True, leaf_takes_path=True, label=label)  # the one walk: cycles, depth
     return found
 
 
@@ -216,6 +222,10 @@ def tree_get(tree: Any, path: Path, *, sep: str = "/") -> Any:
             got dict with keys ['b', 'w']``. Also if a bare name is found at several places
             (the message lists them).
         TypeError: If ``path`` is not a tuple, list or string.
+        Exception: Whatever a registered flatten function raises on the way, as itself (its
+            class kept, as :func:`treekit.tree_flatten` does), with a note naming the node type
+            and the key path of the node it was flattening
+            (``tree['layers'][0]: raised while flattening Linear``).
     """
     return _descend(tree, path, "tree", sep)[1]
 
@@ -261,6 +271,8 @@ def tree_set(tree: Any, path: Path, value: Any, *, sep: str = "/") -> Any:
     Raises:
         StructureMismatchError: If ``tree`` has nothing at ``path`` (as in :func:`tree_get`).
         TypeError: If ``path`` is not a tuple, list or string.
+        Exception: Whatever a registered flatten function raises, noted with the node type
+            and key path (as in :func:`tree_get`).
     """
     frames, _ = _descend(tree, path, "tree", sep)
     return _rebuild(frames, value)
@@ -284,13 +296,12 @@ def _unwrap(x: Any) -> Any:
 
 def _where_paths(where: Callable[[Any], Any], pytree: Any, is_leaf: IsLeaf | None) -> tuple[list[KeyPath], bool]:
     """The key paths of the nodes ``where(pytree)`` returns, and whether it returned one node."""
-    from treekit._ops import tree_map
-
     plain = where(pytree)
-    wrapped = tree_map(_Wrapped, pytree, is_leaf=is_leaf)  # fresh nodes, unique leaves
+    leaves, treedef, _ = flatten(pytree, is_leaf, label="pytree")
+    wrapped = treedef._build([_Wrapped(x) for x in leaves])  # fresh nodes, unique leaves
     picked = where(wrapped)
-    leaves_plain, structure_plain, _ = flatten(plain, is_leaf)
-    leaves_picked, structure_picked, _ = flatten(picked)
+    leaves_plain, structure_plain, _ = flatten(plain, is_leaf, label="where(pytree)")
+    leaves_picked, structure_picked, _ = flatten(picked, label="where(pytree)")
     if structure_plain != structure_picked or any(
         a is not _unwrap(b) for a, b in zip(leaves_plain, leaves_picked, strict=False)
     ):
@@ -304,9 +315,9 @@ def _where_paths(where: Callable[[Any], Any], pytree: Any, is_leaf: IsLeaf | Non
     for k, target in enumerate(targets):
         wanted.setdefault(id(target), []).append(k)
     found: list[list[KeyPath]] = [[] for _ in targets]
-    leaves, _, paths = flatten(wrapped, lambda x: id(x) in wanted, with_path=True)
+    found_leaves, _, paths = flatten(wrapped, lambda x: id(x) in wanted, with_path=True, label="pytree")
     assert paths is not None
-    for leaf, path in zip(leaves, paths, strict=True):
+    for leaf, path in zip(found_leaves, paths, strict=True):
         for k in wanted.get(id(leaf), ()):
             found[k].append(path)
     out = []
@@ -325,7 +336,7 @@ def _where_paths(where: Callable[[Any], Any], pytree: Any, is_leaf: IsLeaf | Non
 
 def _nodes_of(tree: Any, target: Any) -> list[Any]:
     """``[target]`` if ``target`` is a node (or leaf) of ``tree``, else ``[]`` (by identity)."""
-    leaves = flatten(tree, lambda x: x is target)[0]
+    leaves = flatten(tree, lambda x: x is target, label="pytree")[0]
     return [x for x in leaves if x is target][:1]
 
 
@@ -375,6 +386,8 @@ def tree_at(
             is not a node of ``pytree``, or a node found at more than one place.
         StructureMismatchError: If a path leads nowhere (as in :func:`tree_get`), labelled
             ``pytree``.
+        Exception: Whatever a registered flatten function raises, noted with the node type
+            and key path (as in :func:`tree_get`), labelled ``pytree``.
     """
     if (replace is _MISSING) == (replace_fn is _MISSING):
         raise TypeError("tree_at: pass exactly one of replace and replace_fn")

@@ -7,9 +7,11 @@ memory-mapped rather than read, and pickles are refused unless asked for.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, TextIO
 
@@ -71,6 +73,8 @@ def _npy_header(fp: IO[bytes], name: str, available: int, max_bytes: int | None,
         raise ValueError(f"{name}expected a .npy header, got one numpy cannot read ({exc})") from None
     if dtype.hasobject:  # stored with pickle: no size to check; the caller refuses or unpickles
         return True
+    if any(dim < 0 for dim in shape):
+        raise ValueError(f"{name}expected a .npy header whose shape has sizes >= 0, got shape {shape}")
     count = 1
     for dim in shape:
         count *= dim
@@ -88,6 +92,13 @@ def _npy_header(fp: IO[bytes], name: str, available: int, max_bytes: int | None,
 
 def _check_npz(path: Path, max_bytes: int | None, allow_pickle: bool) -> None:
     """Check every member's declared size (what it inflates to) and ``.npy`` header first."""
+    try:
+        _check_members(path, max_bytes, allow_pickle)
+    except zipfile.BadZipFile as exc:
+        raise ValueError(f"not a valid .npz (zip) file: {exc}") from exc
+
+
+def _check_members(path: Path, max_bytes: int | None, allow_pickle: bool) -> None:
     with zipfile.ZipFile(path) as archive:
         members = archive.infolist()
         total = sum(info.file_size for info in members)
@@ -95,8 +106,13 @@ def _check_npz(path: Path, max_bytes: int | None, allow_pickle: bool) -> None:
             raise ValueError(f"inflates to {total:,} bytes, {_limit_hint(max_bytes)}")
         for info in members:
             key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            with archive.open(info) as member:
-                _npy_header(member, f"array {key!r}: ", info.file_size, max_bytes, allow_pickle)
+            if info.flag_bits & 0x1:
+                raise ValueError(f"array {key!r}: expected a zip member as numpy writes it, got an encrypted one")
+            try:
+                with archive.open(info) as member:
+                    _npy_header(member, f"array {key!r}: ", info.file_size, max_bytes, allow_pickle)
+            except (RuntimeError, NotImplementedError) as exc:  # zipfile's words for what it cannot read
+                raise ValueError(f"array {key!r}: cannot read it from the zip file ({exc})") from exc
 
 
 def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Any:
@@ -121,36 +137,31 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
             ``None`` for no limit. Checked before anything is read.
 
     Raises:
-        ValueError: For a pickle without ``allow_pickle``, an unknown suffix, a file over
+        ValueError: For an empty file, a pickle without ``allow_pickle``, a pickle that does not
+            unpickle (truncated, naming a module that is not installed, raising as it loads:
+            ``could not unpickle it: ModuleNotFoundError: No module named 'x'``), a zip file
+            with a pickle's suffix (torch.save's ``.pt``), an unknown suffix, a file over
             ``max_bytes``, a malformed or truncated ``.npy`` header, a ``.npz`` that is not a
-            valid zip file, JSON nested deeper than Python's parser goes, or ``.npz`` keys that
-            are both an array and a group (``'a'`` and ``'a/b'``).
+            valid zip file (or has members zipfile cannot read), invalid JSON or JSON nested
+            deeper than Python's parser goes, or ``.npz`` keys that are both an array and a
+            group (``'a'`` and ``'a/b'``).
         OSError: If the file cannot be read.
     """
     path = Path(path)
     suffix = path.suffix.lower()
     with path.open("rb") as f:
-        pickled = f.read(1) == b"\x80"  # every pickle protocol >= 2 starts so
+        head = f.read(4)
+    if not head:
+        raise ValueError("expected a tree, got an empty file")
+    pickled = head[:1] == b"\x80"  # every pickle protocol >= 2 starts so
+    if suffix in _PICKLE_SUFFIXES and head in _ZIP_MAGIC:
+        raise ValueError(_ZIP_NOT_PICKLE)
     if suffix in _PICKLE_SUFFIXES or (pickled and suffix not in (".npz", ".npy")):
         if not allow_pickle:
             raise ValueError(f"refusing to load a pickle file: {_PICKLE_WHY}")
-        import pickle
-
-        with path.open("rb") as f:
-            return pickle.load(f)
+        return _unpickle(path)
     if suffix == ".json":
-        size = path.stat().st_size
-        if max_bytes is not None and size > max_bytes:
-            raise ValueError(f"a JSON file of {size:,} bytes, {_limit_hint(max_bytes)}")
-        with path.open(encoding="utf-8") as f:
-            try:
-                return json.load(f)
-            except RecursionError:
-                limit = sys.getrecursionlimit()
-                raise ValueError(
-                    f"expected JSON nested less than about {limit:,} levels deep (Python's json parser "
-                    "recurses), got deeper"
-                ) from None
+        return _load_json(path, max_bytes)
     if suffix not in (".npz", ".npy"):
         got = repr(suffix) if suffix else "no suffix"
         raise ValueError(f"expected a .npz, .npy or .json file (or a pickle, with --allow-pickle), got {got}")
@@ -162,7 +173,10 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
             objects = _npy_header(f, "", path.stat().st_size, None, allow_pickle)
         if objects and not allow_pickle:
             raise ValueError(f"refusing to load a pickled array: {_PICKLE_WHY}")
-        return np.load(path, allow_pickle=True) if objects else np.load(path, mmap_mode="r")
+        if not objects:
+            return np.load(path, mmap_mode="r")
+        with _unpickling():
+            return np.load(path, allow_pickle=True)
     from treekit._io import PickleRefused, load
 
     if zipfile.is_zipfile(path):  # else load() says what it is: a pickle, or not a zip
@@ -172,11 +186,69 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
     except PickleRefused as exc:
         if not allow_pickle:
             raise ValueError(f"{exc}; pass --allow-pickle only for files you trust") from None
-    data = np.load(path, allow_pickle=True)
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        return data  # a pickle named .npz
-    with data:
-        return unflatten_dict({key: data[key] for key in data.files})
+    if head not in _ZIP_MAGIC:
+        return _unpickle(path)  # a pickle named .npz
+    with _unpickling(), np.load(path, allow_pickle=True) as data:
+        arrays = {key: data[key] for key in data.files}
+    return unflatten_dict(arrays)
+
+
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip file's first member, or an empty zip file
+_ZIP_NOT_PICKLE = (
+    "expected a pickle, got a zip archive (torch.save's format): load it with torch.load, "
+    "then treekit.save the tree to show it"
+)
+
+
+@contextlib.contextmanager
+def _unpickling() -> Iterator[None]:
+    """Turn what unpickling raises into a ValueError that says so (unpickling runs the file's
+    code, so any exception may come out of it; MemoryError and OSError go on as themselves)."""
+    import pickle
+
+    try:
+        yield
+    except (MemoryError, OSError):
+        raise
+    except zipfile.BadZipFile as exc:  # a .npz member after the ones load() has read
+        raise ValueError(f"not a valid .npz (zip) file: {exc}") from exc
+    except EOFError as exc:
+        raise ValueError(f"could not unpickle it: the data ends too soon, a truncated file ({exc})") from exc
+    except pickle.UnpicklingError as exc:
+        message = _one_line(exc)
+        if "persistent" in message:  # torch.save's legacy format keeps its tensors out of the pickle
+            message += " (torch.save's format? load it with torch.load)"
+        raise ValueError(f"could not unpickle it: {message}") from exc
+    except Exception as exc:
+        raise ValueError(f"could not unpickle it: {type(exc).__name__}: {_one_line(exc)}") from exc
+
+
+def _unpickle(path: Path) -> Any:
+    import pickle
+
+    with path.open("rb") as f, _unpickling():
+        return pickle.load(f)
+
+
+def _load_json(path: Path, max_bytes: int | None) -> Any:
+    size = path.stat().st_size
+    if max_bytes is not None and size > max_bytes:
+        raise ValueError(f"a JSON file of {size:,} bytes, {_limit_hint(max_bytes)}")
+    with path.open("rb") as f:  # at most max_bytes + 1: a file may say it is smaller than it is (/dev/zero)
+        data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ValueError(f"a JSON file of more than {max_bytes:,} bytes, {_limit_hint(max_bytes)}")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:
+        limit = sys.getrecursionlimit()
+        raise ValueError(
+            f"expected JSON nested less than about {limit:,} levels deep (Python's json parser recurses), got deeper"
+        ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not valid JSON: {exc}") from None
+    except ValueError as exc:  # valid JSON that Python's parser refuses (an int of over 4,300 digits)
+        raise ValueError(f"could not read it as JSON: {exc}") from None
 
 
 def summary_json(tree: Any, depth: int | None = None) -> dict[str, Any]:
@@ -233,7 +305,9 @@ def show(
 
     ``as_json`` prints :func:`summary_json` instead; ``depth`` collapses each subtree at that
     depth into one row of subtotals (``summary(tree, depth=...)``). A file that cannot be read or
-    is refused gets one line on ``err`` and status 1. See :func:`load_tree` for the rest.
+    is refused, whatever its reader raises, gets one line on ``err`` and status 1, and so does a
+    tree that cannot be summarized (a pickled cycle); ``out`` gets nothing then. See
+    :func:`load_tree` for the rest.
 
     >>> import numpy as np, tempfile, os
     >>> with tempfile.TemporaryDirectory() as d:
@@ -257,10 +331,18 @@ def show(
     except MemoryError:
         print(f"{prog} show: {path}: out of memory while loading it (try a smaller --max-bytes)", file=err)
         return 1
-    if as_json:
-        print(json.dumps(summary_json(tree, depth), indent=2), file=out)
-    else:
-        print(summary(tree, depth=depth), file=out)
+    except Exception as exc:  # what else a hostile file makes a reader raise: one line all the same
+        print(f"{prog} show: {path}: could not read it: {type(exc).__name__}: {_one_line(exc)}", file=err)
+        return 1
+    try:  # made whole before it is printed: a tree that cannot be summarized prints nothing on out
+        text = json.dumps(summary_json(tree, depth), indent=2) if as_json else summary(tree, depth=depth)
+    except MemoryError:
+        print(f"{prog} show: {path}: out of memory while summarizing it", file=err)
+        return 1
+    except Exception as exc:  # a pickle can hold anything: a cycle, leaves whose attributes raise
+        print(f"{prog} show: {path}: could not summarize the tree it holds: {_one_line(exc)}", file=err)
+        return 1
+    print(text, file=out)
     return 0
 
 

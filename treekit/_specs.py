@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import re
+from collections.abc import Iterable, Mapping, Set
 from types import EllipsisType
 from typing import Any, Union
 
 from treekit._checks import Difference, align
 from treekit._describe import _SHORT, _dim_text, describe_leaf, dtype_name, is_array
-from treekit._errors import _format
+from treekit._errors import _format, safe_repr
 from treekit._keys import KeyPath, keystr
 from treekit._ops import tree_map
 from treekit._traverse import IsLeaf, LeafPaths, flatten
@@ -24,7 +26,23 @@ that has it) or ``...`` (any dims, leaf by leaf). A shape has at most one variad
 _LONG = {short: long for long, short in _SHORT.items()}
 
 
+# Names numpy does not know without ml_dtypes registered (jax's extra dtypes) or at all
+# (torch's): kept as given. ``_KEPT_NAMES`` are name forms kept as given too: numpy's names of
+# sized flexible dtypes (``str96``), jax's PRNG key dtypes (``key<fry>``), ``torch.int8``.
+_EXTRA_NAMES = frozenset(
+    ["bfloat16", "bcomplex32", "complex32", "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn"]
+    + [f"float8_{kind}" for kind in ("e3m4", "e4m3", "e4m3b11fnuz", "e4m3fn", "e4m3fnuz", "e5m2")]
+    + [f"float8_{kind}" for kind in ("e5m2fnuz", "e5m3fnu", "e8m0fnu")]
+    + [f"{sign}int{n}" for sign in ("", "u") for n in range(1, 8)]
+    + ["qint8", "quint8", "qint32", "quint4x2", "quint2x4", "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16"]
+)
+_KEPT_NAMES = re.compile(r"(?:bytes|str|void)\d+|key<[^<>]+>|torch\.\w+")
+_DTYPE_EXPECTED = "a dtype or a dtype name ('float32', 'f32', 'bfloat16', numpy.float32, ...)"
+
+
 def _canonical_dtype(dtype: Any) -> str | None:
+    """``dtype``'s name, as numpy spells it where numpy knows it; raises TypeError for what
+    is no dtype (``'f33'``, ``3.5``)."""
     if dtype is None:
         return None
     if isinstance(dtype, str) and dtype in _LONG:
@@ -33,16 +51,41 @@ def _canonical_dtype(dtype: Any) -> str | None:
 
     try:
         return str(np.dtype(dtype).name)
-    except TypeError:
-        return dtype_name(dtype)
+    except Exception:  # TypeError mostly; numpy raises others on some malformed strings
+        pass
+    if isinstance(dtype, str):
+        if dtype in _EXTRA_NAMES or _KEPT_NAMES.fullmatch(dtype):
+            return dtype
+        raise TypeError(f"dtype: expected {_DTYPE_EXPECTED}, got {safe_repr(dtype, 60)}")
+    if isinstance(getattr(dtype, "name", None), str) or isinstance(dtype, type) or type(dtype).__module__ == "torch":
+        return dtype_name(dtype)  # a dtype object of another library (jax's key types, torch's)
+    raise TypeError(f"dtype: expected {_DTYPE_EXPECTED}, got {type(dtype).__name__} {safe_repr(dtype, 60)}")
+
+
+def _shape_tuple(shape: Any) -> tuple[Any, ...]:
+    """``shape`` as a tuple, or a TypeError for a value that is no sequence of dims."""
+    if isinstance(shape, (str, bytes, Mapping, Set)) or not isinstance(shape, Iterable):
+        got = "None" if shape is None else f"{type(shape).__name__} {safe_repr(shape, 60)}"
+        message = f"shape: expected a tuple of dims (ints >= 0, names, None or ...), got {got}"
+        size: Any = shape  # (not narrowed by the isinstance above)
+        if _is_size(size):
+            message += f"\nwrite ({int(size)},) for a shape of one dim"
+        elif isinstance(shape, str):
+            message += f"\nwrite ({shape!r},) for a shape of one named dim"
+        raise TypeError(message)
+    return tuple(shape)
 
 
 @dataclasses.dataclass(frozen=True)
 class ShapeDtype:
     """What an array leaf must look like: a shape whose dims may be names or ``None``, a dtype.
 
-    A leaf of a tree (not a node). ``dtype`` is kept as its name (``'float32'``; ``'f32'``,
-    ``numpy.float32`` and ``jnp.float32`` are accepted); ``None`` allows any dtype.
+    A leaf of a tree (not a node). ``shape`` is a tuple (or list, or other sequence) of dims;
+    a bare int is refused, as ``jax.ShapeDtypeStruct`` refuses it (write ``(5,)``), and so
+    is a string (it would be read as one dim per character). ``dtype`` is kept as its name
+    (``'float32'``; ``'f32'``, ``numpy.float32`` and ``jnp.float32`` are accepted, and the
+    names of jax's extra dtypes, ``'bfloat16'``, ``'float8_e4m3fn'``, ``'int4'``, whether or
+    not ml_dtypes is imported); ``None`` allows any dtype.
 
     >>> spec = ShapeDtype(('batch', None, 3), 'f32')
     >>> spec, str(spec)
@@ -55,7 +98,18 @@ class ShapeDtype:
     >>> str(ShapeDtype(('*batch', 28, 28), 'u8')), str(ShapeDtype((..., 3)))
     ('u8[*batch,28,28]', '?[...,3]')
 
+    A shape is a sequence even for one dim, as in ``jax.ShapeDtypeStruct``:
+
+    >>> ShapeDtype(5, 'f32')
+    Traceback (most recent call last):
+    ...
+    TypeError: shape: expected a tuple of dims (ints >= 0, names, None or ...), got int 5
+    write (5,) for a shape of one dim
+
     Raises:
+        TypeError: If ``shape`` is not a sequence of dims (``ShapeDtype(5, 'f32')``:
+            ``shape: expected a tuple of dims (ints >= 0, names, None or ...), got int 5``), or
+            ``dtype`` is neither a dtype nor a dtype name (``'f33'``; the message names it).
         ValueError: If a dim is none of an int >= 0, a str, ``None`` or ``...``, or a shape
             has more than one variadic dim.
     """
@@ -64,7 +118,7 @@ class ShapeDtype:
     dtype: str | None = None
 
     def __post_init__(self) -> None:
-        shape = tuple(self.shape)
+        shape = _shape_tuple(self.shape)
         for axis, dim in enumerate(shape):
             if not (dim is None or dim is Ellipsis or isinstance(dim, str) or _is_size(dim)):
                 raise ValueError(f"shape[{axis}]: expected an int >= 0, a name, None or ..., got {dim!r}")

@@ -455,20 +455,27 @@ def tree_stack(trees: Sequence[Any]) -> Any:
            [3, 4]]), 'y': array([0, 1])}
 
     Args:
-        trees: Trees of one structure whose matching leaves have one shape.
+        trees: A list or tuple of trees of one structure whose matching leaves have one
+            shape (a tuple subclass, such as a namedtuple, is taken as a sequence too).
 
     Returns:
         A tree of that structure whose leaves have a new leading axis of length
         ``len(trees)`` (``jax.numpy.stack`` for jax leaves, ``numpy.stack`` otherwise).
 
     Raises:
+        TypeError: If ``trees`` is not a list or tuple (a dict, a single tree, a generator:
+            ``trees: expected a list or tuple of trees, got dict``).
         ValueError: If ``trees`` is empty, or leaves at one key path have different shapes
             (``trees[1]['x']: expected a leaf of shape (2,) (as trees[0]['x']), got (3,)``).
-        StructureMismatchError: If a tree differs from the first; labelled ``trees[k]``.
+        StructureMismatchError: If a tree differs from the first; labelled ``trees[k]``, the
+            message names the key path of the first difference.
     """
+    if not isinstance(trees, (list, tuple)):
+        got = "None" if trees is None else type(trees).__name__
+        raise TypeError(f"trees: expected a list or tuple of trees, got {got}")
     if not trees:
         raise ValueError("trees: expected at least one tree, got an empty sequence")
-    first, treedef, _ = flatten(trees[0])
+    first, treedef, _ = flatten(trees[0], label="trees[0]")
     columns = [first] + [treedef._walk(t, f"trees[{k}]", strict=True) for k, t in enumerate(trees) if k]
     stacked = []
     for j, xs in enumerate(zip(*columns)):
@@ -512,16 +519,16 @@ def tree_unstack(tree: Any) -> list[Any]:
     if not leaves:
         raise ValueError("tree: expected at least one leaf to unstack, got none")
     lengths = [np.shape(x)[0] if np.ndim(x) else None for x in leaves]
-    if any(n != lengths[0] for n in lengths):
-        _, _, paths = flatten(tree, with_path=True)
-        assert paths is not None
-        k = next(k for k, n in enumerate(lengths) if n != lengths[0] or n is None)
-        got = f"shape {tuple(np.shape(leaves[k]))}"
-        raise StructureMismatchError("tree", paths[k], f"an array with leading axis of length {lengths[0]}", got)
-    if lengths[0] is None:
+    if lengths[0] is None:  # checked first: the first leaf's length is what the others must have
         _, _, paths = flatten(tree, with_path=True)
         assert paths is not None
         raise StructureMismatchError("tree", paths[0], "an array with a leading axis", "shape ()")
+    if any(n != lengths[0] for n in lengths):
+        _, _, paths = flatten(tree, with_path=True)
+        assert paths is not None
+        k = next(k for k, n in enumerate(lengths) if n != lengths[0])
+        got = f"shape {tuple(np.shape(leaves[k]))}"
+        raise StructureMismatchError("tree", paths[k], f"an array with leading axis of length {lengths[0]}", got)
     return [treedef._build([x[i] for x in leaves]) for i in range(lengths[0])]
 
 
