@@ -15,6 +15,8 @@ except ImportError:  # the core tests run without the testing extra
 else:
     settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None, print_blob=True)
     settings.register_profile("dev", max_examples=100, deadline=None)
+    # for the slow runs: valgrind, the sanitizer build
+    settings.register_profile("few", derandomize=True, max_examples=10, deadline=None, print_blob=True)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 

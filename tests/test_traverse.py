@@ -220,3 +220,107 @@ def test_leaf_paths_law(tree: Any) -> None:
     _, treedef, paths = flatten(tree, with_path=True)
     lazy = LeafPaths(tree, treedef)
     assert [lazy[i] for i in range(treedef.num_leaves)] == paths
+
+
+# -- user code is called once: an exception it raised is the call's, never retried ---------------
+class Flaky:
+    """A node whose registered functions raise on their first call only, counting every call."""
+
+    calls: dict[str, int] = {}  # noqa: RUF012  # (reset by the fixture)
+
+    def __init__(self, *children: Any) -> None:
+        self.children = children
+
+
+def _flaky(name: str, ok: Any) -> Any:
+    def function(*args: Any) -> Any:
+        Flaky.calls[name] = Flaky.calls.get(name, 0) + 1
+        if Flaky.calls[name] == 1:
+            raise LookupError(f"{name} raised on its first call")
+        return ok(*args)
+
+    return function
+
+
+@pytest.fixture
+def flaky() -> Any:
+    Flaky.calls = {}
+    treekit.register_pytree_with_keys(
+        Flaky,
+        _flaky(
+            "flatten_with_keys", lambda n: ([(treekit.GetAttrKey(f"c{i}"), c) for i, c in enumerate(n.children)], None)
+        ),
+        _flaky("unflatten", lambda _, children: Flaky(*children)),
+        _flaky("flatten", lambda n: (n.children, None)),
+    )
+    yield Flaky
+    from treekit._registry import _remove
+
+    _remove(Flaky)
+
+
+FLAKY_CALLS = {
+    "tree_leaves": (lambda t: treekit.tree_leaves(t), "flatten"),
+    "tree_flatten": (lambda t: treekit.tree_flatten(t), "flatten"),
+    "tree_leaves_with_path": (lambda t: treekit.tree_leaves_with_path(t), "flatten_with_keys"),
+    "tree_flatten_with_path": (lambda t: treekit.tree_flatten_with_path(t), "flatten_with_keys"),
+    "tree_map": (lambda t: treekit.tree_map(lambda x: x, t), "flatten"),
+    "tree_map_with_path": (lambda t: treekit.tree_map_with_path(lambda p, x: x, t), "flatten_with_keys"),
+    "tree_map_rest": (lambda t: treekit.tree_map(lambda x, y: x, _ready(t), t), "flatten"),
+    "flatten_up_to": (lambda t: _ready(treekit.tree_structure, t).flatten_up_to(t), "flatten"),
+    "is_leaf": (lambda t: treekit.tree_leaves(t, is_leaf=lambda x: False), "flatten"),
+}
+
+
+def _ready(make: Any, tree: Any = None) -> Any:
+    """``make(tree)`` (a copy of ``tree`` without ``tree``) made past the functions' first calls,
+    which are then counted afresh."""
+    Flaky.calls = {"flatten": 1, "flatten_with_keys": 1, "unflatten": 1}
+    out = make(tree) if tree is not None else treekit.tree_map(lambda x: x, make)
+    Flaky.calls = {}
+    return out
+
+
+@pytest.mark.parametrize("call", sorted(FLAKY_CALLS))
+def test_a_flatten_function_that_raised_is_not_called_again(flaky: type, call: str) -> None:
+    run, function = FLAKY_CALLS[call]
+    tree = {"a": [0, flaky(1, (2,))]}
+    with pytest.raises(LookupError, match=rf"^{function} raised on its first call") as info:
+        run(tree)
+    assert Flaky.calls == {function: 1}
+    notes = getattr(info.value, "__notes__", [])
+    assert notes and "raised while flattening Flaky" in notes[-1], notes
+
+
+@pytest.mark.parametrize("call", ["tree_unflatten", "tree_map"])
+def test_an_unflatten_function_that_raised_is_not_called_again(flaky: type, call: str) -> None:
+    tree = {"a": [0, flaky(1, 2)]}
+    leaves, treedef = _ready(treekit.tree_flatten, tree)
+    Flaky.calls = {"flatten": 1}  # (tree_map flattens again)
+    with pytest.raises(LookupError, match=r"^unflatten raised on its first call") as info:
+        if call == "tree_unflatten":
+            treekit.tree_unflatten(treedef, leaves)
+        else:
+            treekit.tree_map(lambda x: x, tree)
+    assert Flaky.calls["unflatten"] == 1
+    assert "raised by the unflatten function registered for Flaky" in info.value.__notes__[-1]
+
+
+def test_an_is_leaf_that_raised_is_not_called_again() -> None:
+    calls = []
+
+    def is_leaf(x: Any) -> bool:
+        calls.append(x)
+        if len(calls) == 3:
+            raise LookupError("is_leaf raised")
+        return False
+
+    for run in (
+        lambda: treekit.tree_leaves([[1], [2]], is_leaf=is_leaf),
+        lambda: treekit.tree_map(lambda x: x, [[1], [2]], is_leaf=is_leaf),
+        lambda: flatten([[1], [2]], is_leaf, True),
+    ):
+        calls.clear()
+        with pytest.raises(LookupError, match=r"^is_leaf raised"):
+            run()
+        assert len(calls) == 3

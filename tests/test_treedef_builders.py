@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import pickle
 from collections.abc import Iterator
 from typing import Any
 
@@ -83,6 +84,17 @@ def test_compiled_build_equals_interpreted(case: Case) -> None:
     compiled, interpreted = _rebuilt(case.tree)
     assert repr(compiled) == repr(interpreted)
     assert treekit.tree_structure(compiled) == treekit.tree_structure(interpreted)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_checked_records_build_as_the_walked_ones(case: Case) -> None:
+    # TreeDef(records) and unpickling check the records; what they make builds the same trees
+    treedef = treekit.tree_structure(case.tree)
+    leaves = [(x,) for x in treekit.tree_leaves(case.tree)]
+    expected = repr(treedef.unflatten(leaves))
+    for again in (treekit.TreeDef(list(treedef._nodes)), pickle.loads(pickle.dumps(treedef))):
+        assert repr(again.unflatten(leaves)) == expected
+        assert repr(_treedef._interpret(again._nodes, leaves)) == expected
 
 
 def test_builder_is_compiled_and_shared_by_equal_structures() -> None:

@@ -218,7 +218,7 @@ def align(
     while jobs:
         prefix, end, lo, x, y, out = jobs.pop()
         size = nodes[end][4]
-        sub = treedef if size == len(nodes) else TreeDef(nodes[end - size + 1 : end + 1])
+        sub = treedef if size == len(nodes) else TreeDef._trusted(nodes[end - size + 1 : end + 1])
         errors: list[tuple[int, int, StructureMismatchError]] = []
         others = sub._walk(y, label, True, b_is_leaf, None, errors)
         e = skip = 0

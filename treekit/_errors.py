@@ -209,6 +209,25 @@ def flatten_noted(label: str, path: KeyPath, cls: type, exc: Exception) -> Excep
     return noted(exc, f"{label}{safe_keystr(path)}: raised while flattening {cls.__qualname__}")
 
 
+def count_children(n: int) -> str:
+    """``1 child``, ``2 children``: a node's children counted in a message."""
+    return "1 child" if n == 1 else f"{n} children"
+
+
+def unflatten_noted(cls: type, data: Any, count: int, exc: Exception) -> Exception:
+    """``exc``, raised by the unflatten function registered for ``cls`` while it built a node
+    of ``count`` children with node data ``data``, noted with that (see :func:`noted`):
+
+    >>> unflatten_noted(dict, 'aux', 2, KeyError('w')).__notes__
+    ["raised by the unflatten function registered for dict (node data 'aux', 2 children)"]
+    """
+    return noted(
+        exc,
+        f"raised by the unflatten function registered for {cls.__qualname__} "
+        f"(node data {data!r:.60}, {count_children(count)})",
+    )
+
+
 def not_a_bool(label: str, path: KeyPath, value: object) -> ValueError:
     """The error for an ``is_leaf`` that returned ``value`` at ``label + path``: jax accepts only
     ``True``, ``False`` and ``None`` (numpy's ``bool_`` too is refused, as in jax).

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import builtins
 import collections
+import contextlib
 import dataclasses
 import gc
 import operator
 import threading
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, KeyEntry, SequenceKey
@@ -75,7 +76,22 @@ _REGISTRY: dict[type, NodeType] = {}
 # replaced, and answers for other types are added and evicted one by one, under _LOCK.
 TYPES: dict[type, NodeType | None] = {}
 MISSING: Any = object()
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
+# Re-entrant: code that runs while it is held (a class's or a dict key's __hash__ or __eq__, a
+# garbage collection's callbacks and finalizers) may call treekit, in the same thread, again.
+# _HELD.depth says how deep this thread is inside it (_locked), for the collection's callback.
+_HELD = threading.local()
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    with _LOCK:
+        _HELD.depth = getattr(_HELD, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            _HELD.depth -= 1
+
 # Called with each NodeType registered (the JAX bridge mirrors registrations from here).
 _LISTENERS: list[Callable[[NodeType], None]] = []
 # Asked about types that are neither registered nor namedtuples (the JAX bridge adds one).
@@ -124,14 +140,14 @@ def resolve(cls: type) -> NodeType | None:
             ntype = find(cls)
             if ntype is not None:
                 break
-    with _LOCK:
+    with _locked():
         registered = _REGISTRY.get(cls)
         if registered is not None:
             return registered
         if generation == _generation[0] and cls not in _ANSWERED:
             while len(_ANSWERED) >= _CACHE_LIMIT:  # evict the oldest answers first
                 oldest = next(iter(_ANSWERED))
-                del _ANSWERED[oldest]
+                _ANSWERED.pop(oldest, None)  # (its __hash__ may have evicted it already)
                 TYPES.pop(oldest, None)
             _ANSWERED[cls] = None
             TYPES[cls] = ntype
@@ -144,11 +160,17 @@ def forget_answers() -> None:
     One by one: registered types stay in ``TYPES`` throughout, so walkers in other threads
     never miss them.
     """
-    with _LOCK:
+    with _locked():
         _generation[0] += 1
-        for cls in _ANSWERED:
-            TYPES.pop(cls, None)
-        _ANSWERED.clear()
+        _drop_answers()
+
+
+def _drop_answers() -> None:
+    """Forget the answers remembered now (the lock held). Answers that a class's ``__hash__``
+    adds meanwhile (it may call treekit) stay: they were worked out after the call began."""
+    for cls in list(_ANSWERED):
+        _ANSWERED.pop(cls, None)
+        TYPES.pop(cls, None)
 
 
 def _forget_before_full_collection(phase: str, info: dict[str, Any]) -> None:
@@ -158,12 +180,12 @@ def _forget_before_full_collection(phase: str, info: dict[str, Any]) -> None:
     through its ``__mro__``, so only a collection frees it.) Skipped when another thread, or
     the code the collection interrupted, holds the lock: the next full collection does it.
     """
-    if phase != "start" or info.get("generation") != 2 or not _LOCK.acquire(blocking=False):
+    if phase != "start" or info.get("generation") != 2 or getattr(_HELD, "depth", 0):
+        return
+    if not _LOCK.acquire(blocking=False):
         return
     try:
-        for cls in _ANSWERED:
-            TYPES.pop(cls, None)
-        _ANSWERED.clear()
+        _drop_answers()
         _FIELD_KEYS.clear()
     finally:
         _LOCK.release()
@@ -173,7 +195,7 @@ gc.callbacks.append(_forget_before_full_collection)
 
 
 def _add(ntype: NodeType) -> None:
-    with _LOCK:
+    with _locked():
         if ntype.type in _REGISTRY:
             name = f"{ntype.type.__module__}.{ntype.type.__qualname__}"
             raise ValueError(f"{name} is already registered as a pytree node")
@@ -186,14 +208,14 @@ def _add(ntype: NodeType) -> None:
 
 def _remove(cls: type) -> None:
     """Forget ``cls`` (tests' fixtures use it; JAX's registry, if mirrored, keeps it)."""
-    with _LOCK:
+    with _locked():
         del _REGISTRY[cls]
         TYPES.pop(cls, None)
 
 
 # -- key entries, shared so that flattening with paths allocates no keys ----------------------
 _SEQ_KEYS: list[SequenceKey] = [SequenceKey(i) for i in range(256)]
-_SEQ_LOCK = threading.Lock()
+_SEQ_LOCK = threading.RLock()  # (re-entrant, as _LOCK)
 _SEQ_KEYS_LIMIT = 1 << 14  # about 1.4 MB of keys at most; longer sequences get fresh keys past it
 
 
@@ -209,8 +231,11 @@ def sequence_keys(n: int) -> list[SequenceKey]:
         if n > _SEQ_KEYS_LIMIT:
             return [*sequence_keys(_SEQ_KEYS_LIMIT), *map(SequenceKey, range(_SEQ_KEYS_LIMIT, n))]
         with _SEQ_LOCK:
-            if n > len(_SEQ_KEYS):
-                _SEQ_KEYS.extend([SequenceKey(i) for i in range(len(_SEQ_KEYS), n)])
+            start = len(_SEQ_KEYS)
+            if n > start:
+                more = [SequenceKey(i) for i in range(start, n)]
+                if len(_SEQ_KEYS) == start:  # (code run by a collection meanwhile may have grown it)
+                    _SEQ_KEYS.extend(more)
     return _SEQ_KEYS[:n]
 
 
@@ -225,7 +250,7 @@ def _field_keys(cls: Any) -> list[GetAttrKey]:
     keys = _FIELD_KEYS.get(cls)
     if keys is None:
         keys = [GetAttrKey(name) for name in cls._fields]
-        with _LOCK:
+        with _locked():
             if len(_FIELD_KEYS) >= _CACHE_LIMIT:
                 _FIELD_KEYS.clear()
             _FIELD_KEYS[cls] = keys
@@ -332,10 +357,10 @@ def dict_order(d: dict[Any, Any]) -> tuple[Any, ...]:
         return keys
     order = _make_order(keys, ordered)
     if len(keys) <= _ORDERS_KEYS // 4:
-        with _LOCK:
+        with _locked():
             if keys not in ORDERS:
                 while ORDERS and (len(ORDERS) >= _ORDERS_LIMIT or _orders_held[0] + len(keys) > _ORDERS_KEYS):
-                    _orders_held[0] -= len(ORDERS.pop(next(iter(ORDERS))))
+                    _orders_held[0] -= len(ORDERS.pop(next(iter(ORDERS)), ()))  # (a key's __eq__ may pop it first)
                 _orders_held[0] += len(keys)
             ORDERS[keys] = order
     return order
@@ -463,20 +488,28 @@ def _make_flatten(
     flatten: Callable[[Any], tuple[Any, Any]] | None,
     flatten_with_keys: Callable[[Any], tuple[Any, Any]] | None,
 ) -> FlattenFn:
-    def flatten_node(node: Any, with_path: bool) -> tuple[Sequence[Any], Any, list[Any] | None]:
-        if flatten is None or (with_path and flatten_with_keys is not None):
-            assert flatten_with_keys is not None
-            pairs, data = _pair(cls, "flatten_with_keys", flatten_with_keys(node))
+    def finish(out: Any, keyed: bool, with_path: bool) -> tuple[Sequence[Any], Any, list[Any] | None]:
+        """What the user's function returned (``flatten_with_keys``'s if ``keyed``), checked and
+        made (children, node data, keys)."""
+        if keyed:
+            pairs, data = _pair(cls, "flatten_with_keys", out)
             keys, children = _unzip_keyed(cls, pairs)
             return children, data, keys if with_path else None
-        children_it, data = _pair(cls, "flatten", flatten(node))
+        children_it, data = _pair(cls, "flatten", out)
         kids = _children(cls, "flatten", children_it)
         return kids, data, _flat_keys(len(kids)) if with_path else None
 
-    # The native walker calls these itself (`flatten` when no key paths are asked for), and
-    # hands the walk back to the pure core when what they return is not of the usual shape.
+    def flatten_node(node: Any, with_path: bool) -> tuple[Sequence[Any], Any, list[Any] | None]:
+        if flatten is None or (with_path and flatten_with_keys is not None):
+            assert flatten_with_keys is not None
+            return finish(flatten_with_keys(node), True, with_path)
+        return finish(flatten(node), False, with_path)
+
+    # The native walker calls these itself (`keyed` with key paths, `plain` without, where
+    # given), and hands what they return to `finish` when it is not of the usual shape.
     flatten_node.plain = flatten  # type: ignore[attr-defined]
     flatten_node.keyed = flatten_with_keys  # type: ignore[attr-defined]
+    flatten_node.finish = finish  # type: ignore[attr-defined]
     return flatten_node
 
 

@@ -157,7 +157,7 @@ def flatten(
             node, ntype, data, children, n, i, keys, prefix, leaf_start, node_start = stack.pop()
             if with_path and stack:
                 keypath.pop()
-    return leaves, TreeDef(tuple(nodes)), paths
+    return leaves, TreeDef._trusted(tuple(nodes)), paths  # (its own records: not checked again)
 
 
 def changed_error(label: str, ancestors: list[tuple[Any, ...]], node: Any, n: int, now: int) -> ValueError:

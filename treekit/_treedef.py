@@ -9,8 +9,17 @@ from typing import Any
 
 from treekit._core import NATIVE
 from treekit._describe import describe_leaf, is_array
-from treekit._errors import StructureMismatchError, flatten_noted, not_a_bool, noted, safe_repr, type_names
+from treekit._errors import (
+    StructureMismatchError,
+    count_children,
+    flatten_noted,
+    not_a_bool,
+    safe_repr,
+    type_names,
+    unflatten_noted,
+)
 from treekit._keys import KeyPath
+from treekit._records import LEAF, Node, checked_records
 from treekit._registry import (
     DICT,
     LIST,
@@ -27,12 +36,17 @@ from treekit._registry import (
     sequence_keys,
 )
 
-__all__ = ["CONVERTERS", "LEAF", "Node", "TreeDef", "as_treedef", "describe", "mismatch"]
+__all__ = [
+    "CONVERTERS",
+    "LEAF",
+    "Node",
+    "TreeDef",
+    "as_treedef",
+    "describe",
+    "mismatch",
+    "same_node_data",
+]
 
-# One node of a TreeDef, in post-order: (ntype, node data, arity, num_leaves, num_nodes).
-# A leaf is (None, None, 0, 1, 1).
-Node = tuple[Any, Any, int, int, int]
-LEAF: Node = (None, None, 0, 1, 1)
 _NONE_LEFT: Any = object()
 _SHAPE = itemgetter(0, 2)  # what a TreeDef's hash reads of each node: its type and arity
 _DICTS = ("dict", "ordereddict", "defaultdict")
@@ -56,16 +70,12 @@ def describe(ntype: NodeType | None, node_data: Any, arity: int, name: str | Non
         return f"{name} {safe_repr(node_data, 80)}"
     if kind == "dataclass" and not node_data:
         return str(name)
-    return f"{name} with {_count(arity)} and node data {safe_repr(node_data, 80)}"
+    return f"{name} with {count_children(arity)} and node data {safe_repr(node_data, 80)}"
 
 
 def _keys_text(keys: Iterable[Any]) -> str:
     """``['a', 'b']``: dict keys in a message (see ``safe_repr``)."""
     return f"[{', '.join(safe_repr(key) for key in keys)}]"
-
-
-def _count(n: int) -> str:
-    return "1 child" if n == 1 else f"{n} children"
 
 
 def _describe_value(value: Any) -> str:
@@ -128,6 +138,91 @@ def mismatch(label: str, path: KeyPath, expected: Node, got: Any, got_node: Node
     )
 
 
+# -- comparing node data ----------------------------------------------------------------------
+class _Incomparable(Exception):
+    """What :func:`same_node_data` raises: ``==`` raised ``error``, or gave a ``result_type``
+    other than bool. Never leaves this module: each caller words it with its place."""
+
+    def __init__(self, result_type: type | None, error: Exception | None) -> None:
+        super().__init__(result_type, error)
+        self.result_type = result_type
+        self.error = error
+
+    def detail(self) -> str:
+        if self.error is not None:
+            text = _safe_str(self.error).partition("\n")[0].strip()
+            text = text if len(text) <= 80 else text[:77] + "..."
+            how = f"raised {_type_name(type(self.error))}" + (f": {text}" if text else "")
+        else:
+            how = f"gave {_type_name(self.result_type)}, not True or False"
+        return f"the node data could not be compared: == {how}"
+
+
+_DATA_HINT = (
+    "node data are compared with ==, which must give True or False: keep arrays out of node data "
+    "(make them children), or give the node data an __eq__ that returns a bool"
+)
+
+
+def _safe_str(value: Any) -> str:
+    """``str(value)``, or ``''`` if that raises."""
+    try:
+        return str(value)
+    except Exception:
+        return ""
+
+
+def _type_name(cls: Any) -> str:
+    module = getattr(cls, "__module__", None)
+    name = getattr(cls, "__qualname__", None) or safe_repr(cls, 40)
+    return name if module in ("builtins", None) else f"{module}.{name}"
+
+
+def same_node_data(a: Any, b: Any) -> bool:
+    """Whether node data ``a`` and ``b`` are equal: ``a is b``, else ``a == b``, which must give
+    ``True`` or ``False`` (numpy's ``bool_`` counts as its value). The one comparison of node
+    data: the guided walk's, and ``TreeDef.__eq__``'s wherever comparing the records as
+    tuples raises (node data that give a bool compare the same either way).
+
+    An array's ``==`` gives an array, and jax's C++ ``==`` asks for its truth (which numpy
+    refuses for more than one element, and gives for one). Here any result but a bool is
+    refused, whatever its size, so that whether two trees match never depends on how many
+    elements their node data hold.
+
+    >>> same_node_data(('a', 'b'), ('a', 'b')), same_node_data(None, 1)
+    (True, False)
+
+    Raises:
+        _Incomparable: If ``a == b`` raises, or gives anything but a bool.
+    """
+    if a is b:
+        return True
+    try:
+        same = a == b
+    except Exception as exc:
+        raise _Incomparable(None, exc) from exc
+    if same is True or same is False:
+        return same
+    kind = type(same)
+    if kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"):  # its names in numpy 1 and 2
+        return bool(same)
+    raise _Incomparable(kind, None)
+
+
+def incomparable(
+    label: str, path: KeyPath, expected: Node, got_data: Any, problem: _Incomparable
+) -> StructureMismatchError:
+    """The error for node data at ``path`` that could not be compared with ``expected``'s."""
+    return StructureMismatchError(
+        label,
+        path,
+        describe(expected[0], expected[1], expected[2]),
+        f"node data {safe_repr(got_data, 80)}",
+        problem.detail(),
+        _DATA_HINT,
+    )
+
+
 class TreeDef:
     """The structure of a tree: its nodes, without its leaves. Also exported as ``PyTreeDef``.
 
@@ -143,14 +238,36 @@ class TreeDef:
     (4, 7)
     >>> treedef.unflatten('wxyz')
     ['w', {'a': 'x', 'b': ('y', 'z')}]
+
+    ``TreeDef(records)`` (and unpickling, which calls it) checks the records in one pass (see
+    ``treekit._records.checked_records``): records that did not come out of treekit's walkers are input,
+    as a file is. The walkers' own TreeDefs are made without the check (``_trusted``).
+
+    >>> TreeDef(treedef._nodes) == treedef
+    True
+    >>> TreeDef([(None, None, 0, 1, 1), (None, None, 0, 1, 1)])
+    Traceback (most recent call last):
+    ValueError: treedef records: expected 1 tree, got 2 (the last record is the root of 1 of the 2 records)
     """
 
     __slots__ = ("_builder", "_hash", "_nodes")
 
-    def __init__(self, nodes: tuple[Node, ...]) -> None:
-        self._nodes = nodes
+    def __init__(self, nodes: tuple[Node, ...] | list[Node]) -> None:
+        self._nodes = checked_records(nodes)
         self._hash: int | None = None
         self._builder: Builder | None = None  # this structure's compiled builder, once there is one
+
+    @classmethod
+    def _trusted(cls, nodes: tuple[Node, ...]) -> TreeDef:
+        """``TreeDef(nodes)`` without the check, for records treekit made: the building walker's,
+        and a TreeDef's own records (slices, compositions). ``nodes`` must be a tuple of
+        records that ``checked_records`` passes. The C core makes its TreeDefs the same way
+        (``tk_treedef``: the three slots set, no ``__init__``)."""
+        treedef = object.__new__(cls)
+        treedef._nodes = nodes
+        treedef._hash = None
+        treedef._builder = None
+        return treedef
 
     @property
     def num_leaves(self) -> int:
@@ -163,7 +280,37 @@ class TreeDef:
         return len(self._nodes)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is TreeDef and (self is other or self._nodes == other._nodes)
+        """Equal node types, shapes and node data, record by record.
+
+        The records are compared as tuples compare, at C speed: node data by identity, then
+        ``==`` and its truth (as jax's C++ ``==`` takes it). Where that raises (an array's
+        ``==``), they are compared again one by one with :func:`same_node_data`, and the
+        ``ValueError`` names the record whose node data could not be compared.
+        """
+        if type(other) is not TreeDef:
+            return False
+        a, b = self._nodes, other._nodes
+        try:
+            return a is b or a == b
+        except Exception:
+            pass
+        if len(a) != len(b):
+            return False
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x is y:
+                continue
+            if x[0] is not y[0] or x[2] != y[2] or x[3] != y[3] or x[4] != y[4]:
+                return False
+            try:
+                if not same_node_data(x[1], y[1]):
+                    return False
+            except _Incomparable as problem:
+                name = getattr(x[0].node_class(x[1]), "__name__", "?")
+                raise ValueError(
+                    f"treedef record {i}: expected {name} node data that compare, "
+                    f"got {safe_repr(x[1], 60)} and {safe_repr(y[1], 60)} ({problem.detail()})\n{_DATA_HINT}"
+                ) from problem.error
+        return True
 
     def __ne__(self, other: object) -> bool:
         return not self == other
@@ -175,7 +322,18 @@ class TreeDef:
         return self._hash
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (TreeDef, (self._nodes,))
+        return (TreeDef, (self._nodes,))  # unpickled by TreeDef(records), which checks them
+
+    def __setstate__(self, state: Any) -> None:
+        """Unpickling by ``BUILD`` (a pickle made by hand or by ``copyreg``'s default, not by
+        ``__reduce__``): its ``_nodes`` checked as ``TreeDef(records)`` checks them."""
+        slots = state[1] if type(state) is tuple and len(state) == 2 else state
+        records = slots.get("_nodes") if type(slots) is dict else None
+        if records is None:
+            raise ValueError(f"treedef state: expected a dict with '_nodes', got {safe_repr(state, 60)}")
+        self._nodes = checked_records(records)
+        self._hash = None
+        self._builder = None
 
     def __repr__(self) -> str:
         return f"PyTreeDef({_render(self._nodes)})"
@@ -248,6 +406,7 @@ class TreeDef:
         paths: list[KeyPath] | None = None,
         errors: list[tuple[int, int, StructureMismatchError]] | None = None,
         _again: bool = False,
+        _raised: tuple[int, Exception] | None = None,
     ) -> list[Any]:
         """The one guided walker: match ``tree`` against the nodes; errors name the leftmost mismatch.
 
@@ -266,11 +425,20 @@ class TreeDef:
         ``(start, stop, error)``, left to right, where this treedef's leaves ``start:stop`` lie
         under the mismatched node; those result slots hold ``None`` (and, in ``paths``, the
         node's key path). A failing flatten function still raises (the leftmost one).
+
+        ``_raised`` is ``(record index, exception)``: the flatten function of the subtree at
+        that record was called (by the walk without keys, or the C core's: ``NATIVE.up_to`` and
+        ``NATIVE.map`` hand such calls over) and raised that exception; the walk with keys
+        takes it as that call's result instead of calling the function again. The walk raises
+        it, or a mismatch to its left.
         """
-        if NATIVE is not None and paths is None and errors is None:  # the walk without keys, in C
+        if NATIVE is not None and paths is None and errors is None and not _again:  # without keys, in C
             found_native = NATIVE.up_to(self._nodes, tree, strict, is_leaf)
-            if found_native is not NATIVE.DEFER:
-                return found_native  # type: ignore[no-any-return]
+            if type(found_native) is list:
+                return found_native
+            if found_native is not NATIVE.DEFER:  # (record index, exception): a flatten function raised
+                return self._walk(tree, label, strict, is_leaf, _again=True, _raised=found_native)
+        raised_at, raised = (-1, None) if _raised is None else _raised
         nodes = self._nodes
         with_path = paths is not None or errors is not None or _again
         want_paths = paths is not None
@@ -321,6 +489,8 @@ class TreeDef:
                     if want_paths:
                         found.append(_unlink(link))
                     continue
+            elif j == raised_at and got is ntype:  # the C core's call of its flatten function raised
+                cause = raised
             elif got is ntype:
                 try:
                     if ntype is seq or ntype is tup:  # their flatten, without the call
@@ -331,7 +501,12 @@ class TreeDef:
                     cause = exc
                 else:
                     arity = record[2]
-                    if len(children) == arity and data == record[1]:
+                    want = record[1]
+                    try:
+                        same = len(children) == arity and (data is want or same_node_data(data, want))
+                    except _Incomparable as refused:
+                        same, cause = False, refused
+                    if same:
                         if not strict and record[3] == arity == record[4] - 1:
                             # Every child is a leaf (wide lists, dicts of arrays): take them as they are.
                             out += children[::-1]
@@ -345,8 +520,9 @@ class TreeDef:
                             links += [(link, key) for key in keys]
                         continue
                     got_node = (ntype, data, len(children), 0, 0)
-            if not with_path:
-                return self._walk(tree, label, strict, is_leaf, _again=True)
+            if not with_path:  # found again with keys (a flatten function's exception passed on, not called again)
+                failed = None if cause is None or type(cause) is _Incomparable else (j, cause)
+                return self._walk(tree, label, strict, is_leaf, _again=True, _raised=failed)
             # A mismatch, or a failing flatten function, at `sub`: noted, and its subtree skipped.
             if got is not None and got_node is None and cause is None:
                 try:
@@ -363,6 +539,8 @@ class TreeDef:
         out.reverse()
         if not with_path:
             return out
+        if raised is not None and not any(problem[6] is raised for problem in problems):
+            raise raised  # (the tree changed since the C core walked it: its exception as it is)
         if problems:
             failures = [problem for problem in problems if problem[6] is not None]
             if errors is None or failures:
@@ -370,6 +548,9 @@ class TreeDef:
                 path = _unlink(link)
                 if cause is None:
                     raise mismatch(label, path, record, sub, got_node) from None
+                if type(cause) is _Incomparable:
+                    got_data = None if got_node is None else got_node[1]
+                    raise incomparable(label, path, record, got_data, cause) from cause.error
                 problem = flatten_noted(label, path, type(sub), cause)
                 if problem is cause:  # the user's own exception, noted with its key path
                     raise cause
@@ -399,7 +580,7 @@ class TreeDef:
         end = len(nodes) - 1
         for _ in range(nodes[-1][2]):
             start = end - nodes[end - 1][4]
-            out.append(TreeDef(nodes[start:end]))
+            out.append(TreeDef._trusted(nodes[start:end]))
             end = start
         out.reverse()
         return out
@@ -503,7 +684,7 @@ class TreeDef:
             kids = list(sub)
             if len(kids) != arity:
                 raise StructureMismatchError(
-                    "iterable_tree", path, f"{_count(arity)} for {describe(ntype, data, arity)}", str(len(kids))
+                    "iterable_tree", path, f"{count_children(arity)} for {describe(ntype, data, arity)}", str(len(kids))
                 )
             stack += [(kid, (*path, key)) for key, kid in zip(sequence_keys(arity), kids)]
         out.reverse()
@@ -542,7 +723,7 @@ class TreeDef:
         if node_data is None:
             if kids:
                 raise ValueError(f"children: expected none for a leaf, got {len(kids)}")
-            return TreeDef((LEAF,))
+            return TreeDef._trusted((LEAF,))
         cls, data = node_data
         ntype = node_type(cls)
         if ntype is None:
@@ -553,7 +734,7 @@ class TreeDef:
             nodes += kids[k]._nodes
         leaves = sum(kid.num_leaves for kid in kids)
         nodes.append((ntype, data, len(kids), leaves, len(nodes) + 1))
-        return TreeDef(tuple(nodes))
+        return TreeDef(tuple(nodes))  # checked: the root's node data is the caller's
 
     def compose(self, inner: TreeDef) -> TreeDef:
         """The structure of this tree with a copy of ``inner`` at each leaf.
@@ -580,7 +761,7 @@ class TreeDef:
                 out.extend(inner_nodes)
             else:
                 out.append((ntype, data, arity, num_leaves * inner_leaves, num_nodes + num_leaves * extra))
-        return TreeDef(tuple(out))
+        return TreeDef._trusted(tuple(out))
 
 
 # Turn another library's treedef into a TreeDef, or answer None (the JAX bridge adds one for
@@ -757,11 +938,7 @@ def _unflatten(ntype: NodeType, data: Any, children: list[Any]) -> Any:
     except Exception as exc:  # the user's exception goes on, noted with the node it was building
         if ntype.kind != "custom" and ntype.kind != "dataclass":
             raise
-        again = noted(
-            exc,
-            f"raised by the unflatten function registered for {ntype.type.__qualname__} "
-            f"(node data {data!r:.60}, {_count(len(children))})",
-        )
+        again = unflatten_noted(ntype.type, data, len(children), exc)  # (the native builder's note too)
         if again is exc:
             raise
         raise again from exc
@@ -777,7 +954,7 @@ def tuple_of(treedefs: Iterable[TreeDef]) -> TreeDef:
         arity += 1
         leaves += treedef.num_leaves
     nodes.append((TUPLE, None, arity, leaves, len(nodes) + 1))
-    return TreeDef(tuple(nodes))
+    return TreeDef._trusted(tuple(nodes))
 
 
 def _short(treedef: TreeDef) -> str:

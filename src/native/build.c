@@ -152,8 +152,11 @@ static PyObject *make_dict(PyObject *keys, PyObject **kids, Py_ssize_t n, LastKe
     last += ((uintptr_t)keys >> 4) % KEY_ORDERS; /* its slot */
     if (keys != last->keys && read_keys(last, keys, n) < 0) {
         PyObject *attrs = PyTuple_Check(keys) ? PyObject_GenericGetDict(keys, NULL) : NULL;
-        PyObject *original = attrs ? PyDict_GetItemWithError(attrs, S.s_original) : NULL; /* borrowed */
+        PyObject *original = attrs ? PyDict_GetItemWithError(attrs, S.s_original) : NULL;
         PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, S.s_positions) : NULL;
+        Py_XINCREF(original); /* held: the keys' __hash__ below may change `attrs` */
+        Py_XINCREF(positions);
+        Py_XDECREF(attrs);
         if (original != NULL && positions != NULL && PyTuple_CheckExact(original) && PyTuple_CheckExact(positions) &&
             PyTuple_GET_SIZE(original) == n && PyTuple_GET_SIZE(positions) == n) {
             d = from_template(keys, original, positions, kids, n);
@@ -166,7 +169,8 @@ static PyObject *make_dict(PyObject *keys, PyObject **kids, Py_ssize_t n, LastKe
                 }
             }
         }
-        Py_XDECREF(attrs);
+        Py_XDECREF(original);
+        Py_XDECREF(positions);
         if (d == NULL) goto defer;
         return d;
     }
@@ -210,9 +214,41 @@ static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
     return u->func;
 }
 
-/* A custom node from its n children (borrowed): the user's function called directly, or
- * treekit._treedef._unflatten (at first, or again after the user's function raised: it
- * raises as the pure core does). New reference, NULL with an exception. */
+/* The user's exception (set), raised by the unflatten function of entry `ntype` building a
+ * node of n children with node data `data`: noted as treekit._treedef._unflatten notes it,
+ * without calling that function again. Returns NULL, an exception set. */
+static PyObject *unflatten_failed(PyObject *ntype, PyObject *data, Py_ssize_t n) {
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    if (tb != NULL && exc != NULL) PyException_SetTraceback(exc, tb);
+    PyObject *cls = exc == NULL ? NULL : PyObject_GetAttrString(ntype, "type");
+    PyObject *again = cls == NULL ? NULL : PyObject_CallMethod(S.errors, "unflatten_noted", "OOnO", cls, data, n, exc);
+    Py_XDECREF(cls);
+    if (again == exc) {
+        Py_DECREF(again);
+        PyErr_Restore(type, exc, tb); /* the references fetched */
+        return NULL;
+    }
+    if (again != NULL && PyExceptionInstance_Check(again)) { /* `raise again from exc` */
+        Py_INCREF(exc);
+        PyException_SetCause(again, exc);
+        Py_INCREF(exc);
+        PyException_SetContext(again, exc);
+        PyErr_SetObject((PyObject *)Py_TYPE(again), again);
+    } else if (again != NULL) {
+        PyErr_SetString(PyExc_SystemError, "treekit._errors.unflatten_noted returned no exception");
+    } /* (else the noting's own error, set) */
+    Py_XDECREF(again);
+    Py_XDECREF(type);
+    Py_XDECREF(exc);
+    Py_XDECREF(tb);
+    return NULL;
+}
+
+/* A custom node from its n children (borrowed): the user's function called directly (its
+ * exception noted as the pure core notes it), or treekit._treedef._unflatten, which calls
+ * the entry's unflatten function and words its errors. New reference, NULL with an exception. */
 static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, PyObject **kids, Py_ssize_t n) {
     PyObject *func = user_unflatten(u, ntype), *made = NULL;
     if (func != NULL) {
@@ -224,12 +260,13 @@ static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, 
         }
         PyObject *args[2] = {data, children};
         Py_INCREF(func); /* the call may drop the entry's reference */
+        Py_INCREF(data); /* and the record's (a records list user code changes) */
         made = PyObject_Vectorcall(func, args, 2, NULL);
         Py_DECREF(func);
         Py_DECREF(children);
-        if (made != NULL) return made;
-        if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt, ...: as it is */
-        PyErr_Clear();
+        if (made == NULL && PyErr_ExceptionMatches(PyExc_Exception)) unflatten_failed(ntype, data, n);
+        Py_DECREF(data);
+        return made; /* (KeyboardInterrupt, ...: as it is) */
     }
     PyObject *children = PyList_New(n);
     if (children == NULL) return NULL;
@@ -244,13 +281,15 @@ static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, 
 
 PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
     *defer = 0;
-    if ((!PyTuple_CheckExact(nodes) && !PyList_CheckExact(nodes)) || !PyList_CheckExact(leaves)) {
+    /* nodes: a tuple (the caller holds it; its records may be borrowed across user code);
+     * leaves: a list, read by its size at each step (an unflatten function may change it) */
+    if (!PyTuple_CheckExact(nodes) || !PyList_CheckExact(leaves)) {
         *defer = 1;
         return NULL;
     }
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(nodes), top = 0, next_leaf = 0;
+    Py_ssize_t count = PyTuple_GET_SIZE(nodes), top = 0, next_leaf = 0;
     /* the number of leaves first, as TreeDef.unflatten checks it: no user code runs before */
-    PyObject *root = count ? PySequence_Fast_GET_ITEM(nodes, count - 1) : NULL;
+    PyObject *root = count ? PyTuple_GET_ITEM(nodes, count - 1) : NULL;
     if (root == NULL || !PyTuple_CheckExact(root) || PyTuple_GET_SIZE(root) != 5 ||
         PyLong_AsSsize_t(PyTuple_GET_ITEM(root, 3)) != PyList_GET_SIZE(leaves)) {
         PyErr_Clear();
@@ -264,11 +303,11 @@ PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
     LastKeys last[KEY_ORDERS];
     memset(last, 0, sizeof(last));
     for (Py_ssize_t j = 0; j < count; j++) {
-        PyObject *record = PySequence_Fast_GET_ITEM(nodes, j);
+        PyObject *record = PyTuple_GET_ITEM(nodes, j);
         if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 5) goto defer;
         PyObject *ntype = PyTuple_GET_ITEM(record, 0), *data = PyTuple_GET_ITEM(record, 1);
         if (ntype == Py_None) {
-            if (next_leaf >= PyList_GET_SIZE(leaves)) goto defer;
+            if (next_leaf >= PyList_GET_SIZE(leaves)) goto changed;
             PyObject *leaf = PyList_GET_ITEM(leaves, next_leaf++);
             Py_INCREF(leaf);
             stack[top++] = leaf;
@@ -309,10 +348,17 @@ PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
         top -= arity;
         stack[top++] = made;
     }
-    if (top != 1 || next_leaf != PyList_GET_SIZE(leaves)) goto defer;
+    if (top != 1) goto defer;
+    if (next_leaf != PyList_GET_SIZE(leaves)) goto changed;
     result = stack[0];
     top = 0;
     goto done;
+changed: /* the count was checked before any user code ran: an unflatten function changed the list */
+    PyErr_Format(PyExc_ValueError,
+                 "leaves: expected the list to keep its %zd leaves while the tree is built, got %zd (an unflatten "
+                 "function changed it)",
+                 PyLong_AsSsize_t(PyTuple_GET_ITEM(root, 3)), PyList_GET_SIZE(leaves));
+    goto fail;
 defer:
     *defer = 1;
 fail:

@@ -18,14 +18,18 @@ static inline int put(PyObject *out, Py_ssize_t *at, PyObject *sub) {
     return 0;
 }
 
-/* 0 done (*out: a new list of the subtrees, in leaf order), DEFER, -1 error. `records`: a
- * tuple or a list of node records; `strict`: a leaf of the structure needs a leaf there too. */
+/* 0 done (*out: a new list of the subtrees, in leaf order), DEFER, -1 error, or RAISED: the
+ * flatten function of the subtree at record j raised exc, and *out is (j, exc) (a new tuple;
+ * no exception set), for the Python walker to word without calling that function again.
+ * `records`: a tuple of node records (the caller holds it; a tuple does not change, so its
+ * items may be borrowed across user code); `strict`: a leaf of the structure needs a leaf
+ * there too. */
 int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, PyObject **result) {
     *result = NULL;
-    if (!PyList_CheckExact(records) && !PyTuple_CheckExact(records)) return DEFER;
-    Py_ssize_t j = PySequence_Fast_GET_SIZE(records);
+    if (!PyTuple_CheckExact(records)) return DEFER;
+    Py_ssize_t j = PyTuple_GET_SIZE(records);
     if (j == 0) return DEFER;
-    PyObject *root = PySequence_Fast_GET_ITEM(records, j - 1);
+    PyObject *root = PyTuple_GET_ITEM(records, j - 1);
     if (!PyTuple_CheckExact(root) || PyTuple_GET_SIZE(root) != 5) return DEFER;
     Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(root, 3)); /* subtrees still to find */
     if (at < 0 || at > j) { /* not a count of leaves these records can hold */
@@ -51,8 +55,8 @@ int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, P
     stack[top++] = tree;
     while (j) {
         j--;
-        if (j >= PySequence_Fast_GET_SIZE(records) || top == 0) goto defer; /* records changed meanwhile */
-        PyObject *record = PySequence_Fast_GET_ITEM(records, j);
+        if (top == 0) goto defer; /* records that hold more nodes than their root says */
+        PyObject *record = PyTuple_GET_ITEM(records, j);
         if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 5) goto defer;
         PyObject *want = PyTuple_GET_ITEM(record, 0);
         PyObject *sub = stack[--top]; /* owned */
@@ -63,22 +67,22 @@ int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, P
         PyObject *got = NULL, *owned = NULL;
         if (is_leaf != NULL) {
             PyObject *r = PyObject_CallOneArg(is_leaf, sub);
-            /* -2: an answer other than True, False or None; the pure walker raises jax's error */
+            /* -2: an answer other than True, False or None (the Python walker finds its key path
+             * and raises jax's error); -1: it raised, and its exception goes on as it is */
             int stop = r == NULL ? -1 : r == Py_True ? 1 : (r == Py_False || r == Py_None) ? 0 : -2;
             Py_XDECREF(r);
             tk_forget(&ctx);
             if (stop < 0) {
                 Py_DECREF(sub);
-                if (stop == -2 || tk_defer_error()) goto defer;
+                if (stop == -2) goto defer;
                 goto done;
             }
             if (stop) got = Py_None;
         }
         if (got == NULL) {
-            got = tk_memo_lookup(&ctx, sub, &owned);
+            got = tk_memo_lookup(&ctx, sub, &owned); /* (an error here is the registry's, or a hash's: as it is) */
             if (got == NULL) {
                 Py_DECREF(sub);
-                if (tk_defer_error()) goto defer;
                 goto done;
             }
         }
@@ -99,6 +103,20 @@ int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, P
         PyObject *kids, *data, *keys;
         int how = tk_flatten_node(&ctx, sub, got, 0, &kids, &data, &keys);
         Py_XDECREF(owned);
+        if (how == RAISED) {
+            PyObject *type, *exc, *tb;
+            PyErr_Fetch(&type, &exc, &tb);
+            PyErr_NormalizeException(&type, &exc, &tb);
+            if (tb != NULL && exc != NULL) PyException_SetTraceback(exc, tb);
+            *result = exc == NULL ? NULL : Py_BuildValue("(nO)", j, exc);
+            Py_XDECREF(type);
+            Py_XDECREF(exc);
+            Py_XDECREF(tb);
+            Py_DECREF(sub);
+            if (*result == NULL) goto done;
+            rc = RAISED;
+            goto done;
+        }
         if (how != 0) {
             Py_DECREF(sub);
             if (how == DEFER) goto defer;
@@ -108,15 +126,19 @@ int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, P
         Py_ssize_t n = PySequence_Fast_GET_SIZE(kids);
         int same = arity == n;
         if (same && data != PyTuple_GET_ITEM(record, 1)) {
-            same = PyObject_RichCompareBool(data, PyTuple_GET_ITEM(record, 1), Py_EQ);
-            tk_forget(&ctx); /* node data's __eq__ may be Python code */
+            /* True or False, or the Python walker decides (treekit._treedef.same_node_data: an
+             * array's ==, a numpy bool_, an __eq__ that raises) */
+            PyObject *eq = PyObject_RichCompare(data, PyTuple_GET_ITEM(record, 1), Py_EQ);
+            same = eq == Py_True ? 1 : eq == Py_False ? 0 : -1;
+            Py_XDECREF(eq);
+            tk_forget(&ctx); /* node data's __eq__ may be Python code, which may change a list `kids` */
+            if (same > 0 && PySequence_Fast_GET_SIZE(kids) != n) same = 0;
         }
         Py_DECREF(data);
         if (same <= 0) {
             Py_DECREF(kids);
             Py_DECREF(sub);
-            if (same < 0 && !tk_defer_error()) goto done;
-            PyErr_Clear();
+            if (PyErr_Occurred() && !tk_defer_error()) goto done; /* (KeyboardInterrupt, ...: as it is) */
             goto defer;
         }
         Py_ssize_t num_leaves = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 3));

@@ -45,8 +45,36 @@ PyObject *tk_map(PyObject *f, PyObject *tree, PyObject *rest, PyObject *is_leaf,
     PyObject **columns = PyMem_Calloc((size_t)nrest + 1, sizeof(PyObject *));
     PyObject *results = NULL, *out = NULL;
     if (leaves == NULL || (with_path && paths == NULL) || columns == NULL) goto done;
-    int rc = tk_walk(tree, is_leaf, with_path, takes_path, leaves, &nodes, paths);
-    for (Py_ssize_t k = 0; rc == 0 && k < nrest; k++) rc = tk_up_to(nodes, PyTuple_GET_ITEM(rest, k), 0, NULL, &columns[k]);
+    /* This call's own lists are kept from the collector: gc.get_objects() in code run meanwhile
+     * (f, a flatten function, a finalizer) cannot reach them, so nothing else changes them and
+     * their items may be borrowed. (What they hold is held by the trees too.) */
+    PyObject_GC_UnTrack(leaves);
+    if (paths != NULL) PyObject_GC_UnTrack(paths);
+    int rc = tk_walk(tree, is_leaf, with_path, takes_path, leaves, &nodes, paths, NULL);
+    Py_ssize_t k = 0;
+    for (; rc == 0 && k < nrest; k++) {
+        rc = tk_up_to(nodes, PyTuple_GET_ITEM(rest, k), 0, NULL, &columns[k]);
+        if (rc == 0) PyObject_GC_UnTrack(columns[k]);
+    }
+    if (rc == RAISED) { /* rest[k - 1]'s flatten function raised: TreeDef._walk words it, not calling it again */
+        PyObject *raised = columns[k - 1], *treedef = tk_treedef(nodes);
+        columns[k - 1] = NULL;
+        PyObject *label = treedef == NULL ? NULL : PyUnicode_FromFormat("rest[%zd]", k - 1);
+        PyObject *kwnames = label == NULL ? NULL : Py_BuildValue("(ss)", "_again", "_raised");
+        if (kwnames != NULL) {
+            PyObject *args[5] = {treedef, PyTuple_GET_ITEM(rest, k - 1), label, Py_True, raised};
+            PyObject *r = PyObject_VectorcallMethod(S.s_walk, args, 3, kwnames);
+            if (r != NULL) { /* it should have raised */
+                Py_DECREF(r);
+                PyErr_SetString(PyExc_SystemError, "treekit._treedef.TreeDef._walk returned for a flatten function that raised");
+            }
+        }
+        Py_XDECREF(kwnames);
+        Py_XDECREF(label);
+        Py_XDECREF(treedef);
+        Py_DECREF(raised);
+        goto done;
+    }
     if (rc == DEFER) {
         Py_INCREF(S.deferred);
         out = S.deferred;
@@ -56,6 +84,7 @@ PyObject *tk_map(PyObject *f, PyObject *tree, PyObject *rest, PyObject *is_leaf,
     Py_ssize_t count = PyList_GET_SIZE(leaves);
     results = PyList_New(count);
     if (results == NULL) goto done;
+    PyObject_GC_UnTrack(results); /* while it holds NULLs */
     PyObject *small[8], **args = small;
     Py_ssize_t nargs = nrest + 1 + with_path;
     if (nargs > 8 && (args = PyMem_Malloc(sizeof(PyObject *) * (size_t)nargs)) == NULL) {
@@ -77,10 +106,11 @@ PyObject *tk_map(PyObject *f, PyObject *tree, PyObject *rest, PyObject *is_leaf,
     }
     if (args != small) PyMem_Free(args);
     int defer = 0;
-    out = tk_build(nodes, results, &defer);
+    out = tk_build(nodes, results, &defer); /* (results stays this call's own) */
     if (out == NULL && defer) { /* node data the C builder does not read: TreeDef._build */
         PyErr_Clear();
         PyObject *treedef = tk_treedef(nodes);
+        PyObject_GC_Track(results); /* (whole: it goes to Python code) */
         out = treedef == NULL ? NULL : PyObject_CallMethodOneArg(treedef, S.s_build, results);
         Py_XDECREF(treedef);
     }

@@ -5,7 +5,8 @@
  *   leaves(tree, is_leaf=None)  mirrors treekit._traverse.leaves (no records made)
  *   build(nodes, leaves)      mirrors treekit._treedef._interpret; DEFER: let Python build it
  *   up_to(nodes, tree, strict=False, is_leaf=None)
- *       mirrors treekit._treedef.TreeDef._walk without keys; DEFER: let Python walk it
+ *       mirrors treekit._treedef.TreeDef._walk without keys; DEFER: let Python walk it;
+ *       a tuple (record index, exception): the flatten function there raised it
  *   map(f, tree, rest, is_leaf, with_path, leaf_takes_path, failed)
  *       mirrors treekit._ops.tree_map / tree_map_with_path; DEFER: let Python map it
  *   keystr(keys, simple, separator)
@@ -51,7 +52,8 @@ int tk_ready(void) {
     S.registry = PyImport_ImportModule("treekit._registry");
     S.treedef_mod = S.registry ? PyImport_ImportModule("treekit._treedef") : NULL;
     S.traverse = S.treedef_mod ? PyImport_ImportModule("treekit._traverse") : NULL;
-    if (S.traverse == NULL) return -1;
+    S.errors = S.traverse ? PyImport_ImportModule("treekit._errors") : NULL;
+    if (S.errors == NULL) return -1;
     if (!(S.LIST = attr(S.registry, "LIST")) || !(S.TUPLE = attr(S.registry, "TUPLE")) ||
         !(S.DICT = attr(S.registry, "DICT")) || !(S.NONE = attr(S.registry, "NONE")) ||
         !(S.NAMEDTUPLE = attr(S.registry, "NAMEDTUPLE")) || !(S.resolve = attr(S.registry, "resolve")) ||
@@ -84,7 +86,9 @@ int tk_ready(void) {
         !(S.s_plain = PyUnicode_InternFromString("plain")) || !(S.s_keyed = PyUnicode_InternFromString("keyed")) ||
         !(S.s_unflatten = PyUnicode_InternFromString("unflatten")) || !(S.s_func = PyUnicode_InternFromString("func")) ||
         !(S.s_simple = PyUnicode_InternFromString("simple")) || !(S.s_keys = PyUnicode_InternFromString("keys")) ||
-        !(S.s_separator = PyUnicode_InternFromString("separator")))
+        !(S.s_separator = PyUnicode_InternFromString("separator")) ||
+        !(S.s_finish = PyUnicode_InternFromString("finish")) || !(S.s_walk = PyUnicode_InternFromString("_walk")) ||
+        !(S.s_tree = PyUnicode_InternFromString("tree")))
         return -1;
     PyObject *slots = PyObject_GetAttrString(S.TreeDef, "__slots__");
     PyObject *expected = Py_BuildValue("(sss)", "_builder", "_hash", "_nodes");
@@ -155,7 +159,8 @@ static PyObject *flatten(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     PyObject *leaves = PyList_New(0), *records = NULL, *paths = with_path ? PyList_New(0) : NULL;
     PyObject *result = NULL;
     if (leaves == NULL || (with_path && paths == NULL)) goto done;
-    int rc = tk_walk(given[0], given[1] == Py_None ? NULL : given[1], with_path, takes_path, leaves, &records, paths);
+    int rc = tk_walk(given[0], given[1] == Py_None ? NULL : given[1], with_path, takes_path, leaves, &records, paths,
+                     given[4]);
     if (rc == DEFER) {
         result = pure_flatten(args, (size_t)nargs, kwnames);
         goto done;
@@ -183,7 +188,7 @@ static PyObject *leaves(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *is_leaf = nargs > 1 && args[1] != Py_None ? args[1] : NULL;
     PyObject *out = PyList_New(0);
     if (out == NULL) return NULL;
-    int rc = tk_walk(args[0], is_leaf, 0, 0, out, NULL, NULL);
+    int rc = tk_walk(args[0], is_leaf, 0, 0, out, NULL, NULL, NULL);
     if (rc == 0) return out;
     Py_DECREF(out);
     if (rc < 0) return NULL;
@@ -214,7 +219,8 @@ static PyObject *build(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
 }
 
 
-/* up_to(nodes, tree, strict=False, is_leaf=None) -> list of subtrees (new reference), or DEFER. */
+/* up_to(nodes, tree, strict=False, is_leaf=None) -> list of subtrees (new reference), DEFER,
+ * or (record index, exception) where a flatten function raised. */
 static PyObject *up_to(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 2 || nargs > 4) {
         PyErr_SetString(PyExc_TypeError, "up_to(nodes, tree, strict=False, is_leaf=None)");
@@ -226,7 +232,7 @@ static PyObject *up_to(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     PyObject *is_leaf = nargs > 3 && args[3] != Py_None ? args[3] : NULL;
     PyObject *out = NULL;
     int rc = tk_up_to(args[0], args[1], strict, is_leaf, &out);
-    if (rc == 0) return out;
+    if (rc == 0 || rc == RAISED) return out; /* RAISED: (record index, exception), for _walk to word */
     if (rc < 0) return NULL;
     Py_INCREF(S.deferred);
     return S.deferred;
@@ -269,7 +275,7 @@ static PyObject *flatten_pairs(PyObject *self, PyObject *const *args, Py_ssize_t
     if (paths == NULL) goto fail;
     PyObject_GC_UnTrack(leaves);
     PyObject_GC_UnTrack(paths);
-    rc = tk_walk(args[0], is_leaf, 1, takes_path, leaves, &records, paths);
+    rc = tk_walk(args[0], is_leaf, 1, takes_path, leaves, &records, paths, NULL);
     if (rc != 0) goto done;
     n = PyList_GET_SIZE(leaves);
     if (PyList_GET_SIZE(paths) != n || (made = PyMem_Malloc(sizeof(PyObject *) * (size_t)(n ? n : 1))) == NULL) {
@@ -283,9 +289,10 @@ static PyObject *flatten_pairs(PyObject *self, PyObject *const *args, Py_ssize_t
         tk_untrack_tuple(pair);
         made[done] = pair;
     }
-    PyObject *list = PyList_New(n), *treedef = list == NULL ? NULL : tk_treedef(records);
-    if (treedef == NULL) {
-        Py_XDECREF(list);
+    /* the treedef first: the list is filled as soon as it is made (no collection can see its NULLs) */
+    PyObject *treedef = tk_treedef(records), *list = treedef == NULL ? NULL : PyList_New(n);
+    if (list == NULL) {
+        Py_XDECREF(treedef);
         goto fail;
     }
     for (Py_ssize_t i = 0; i < n; i++) PyList_SET_ITEM(list, i, made[i]);
@@ -741,11 +748,12 @@ static PyObject *new_entry(int k, PyObject *cls, PyObject *const *args, size_t n
         PyErr_Clear();
     }
     if (value == NULL) {
-        PyObject *given = PyTuple_New(nargs), *named = nkw ? PyDict_New() : NULL, *r = NULL;
+        PyObject *given = PyTuple_New(nargs), *named = NULL, *r = NULL;
         for (Py_ssize_t i = 0; given != NULL && i < nargs; i++) {
             Py_INCREF(args[i]);
             PyTuple_SET_ITEM(given, i, args[i]);
         }
+        if (nkw) named = PyDict_New(); /* (after `given` is whole: a collection may run here) */
         int ok = given != NULL && (nkw == 0 || named != NULL);
         for (Py_ssize_t i = 0; ok && i < nkw; i++) ok = PyDict_SetItem(named, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) == 0;
         if (ok) r = PyType_Type.tp_call(cls, given, named);

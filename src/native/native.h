@@ -37,6 +37,25 @@
 
 /* What a walk returns when the Python function it mirrors must take the call over. */
 #define DEFER 1
+/* What tk_flatten_node returns when a flatten function (the user's code) raised an Exception:
+ * it is still set, and the walker notes it with the node's key path and raises it
+ * (tk_raise_noted); no user function is called again to find that out. */
+#define RAISED 2
+
+/* User code, and when it runs. Any call that allocates a container object can run a
+ * garbage collection, and a collection runs gc.callbacks and finalizers: any Python code,
+ * which may change any list or dict the user can reach, evict the caches below or walk
+ * again (re-entrantly). So, in every function here:
+ *  - an object used after such a point is owned (a reference taken before it), or borrowed
+ *    from an exact tuple that is owned (tuples do not change);
+ *  - a list's or a dict's size is read again after such a point before it is indexed;
+ *  - a container the core fills is kept from the collector (untracked) until it is whole,
+ *    so that gc.get_objects() never hands user code a half-made one;
+ *  - a static cache slot read before such a point is looked up again after it.
+ * Calls that run no Python code: PyMem_*, PyLong_AsSsize_t on an int, PyTuple_GET_ITEM,
+ * Py_INCREF, PyDict_Next (no hashing), PyList_Append/SetSlice (the list's storage only),
+ * making an int or a str (not containers). Py_DECREF can run a finalizer: the core drops
+ * references last, after it has stopped reading what they guard. */
 
 /* Objects read from the Python modules at first use (strong references, kept for the
  * life of the process). The registry's TYPES, ORDERS, _FIELD_KEYS and _SEQ_KEYS are read
@@ -46,6 +65,7 @@ typedef struct {
     PyObject *registry;   /* treekit._registry */
     PyObject *treedef_mod;/* treekit._treedef */
     PyObject *traverse;   /* treekit._traverse */
+    PyObject *errors;     /* treekit._errors */
     PyObject *LIST, *TUPLE, *DICT, *NONE, *NAMEDTUPLE; /* built-in NodeType entries */
     PyObject *TreeDef;    /* treekit._treedef.TreeDef */
     PyObject *LEAF;       /* treekit._treedef.LEAF, the record every leaf shares */
@@ -54,6 +74,7 @@ typedef struct {
     PyObject *SequenceKey, *DictKey, *GetAttrKey, *FlattenedIndexKey; /* treekit._keys */
     PyObject *s_flatten, *s_original, *s_positions, *s_TYPES, *s_ORDERS, *s_nodes, *s_FIELD_KEYS, *s_SEQ_KEYS;
     PyObject *s_hash, *s_builder, *s_plain, *s_keyed, *s_unflatten, *s_func, *s_simple, *s_keys, *s_separator;
+    PyObject *s_finish, *s_walk, *s_tree;
     int plain_treedef;    /* TreeDef's slots are the three tk_treedef sets */
     PyObject *s_MAX_DEPTH, *s_key, *s_idx, *s_name, *s_build, *s_empty;
     PyObject *empty_tuple;
@@ -70,6 +91,7 @@ TK_API int tk_ready(void);
  * type; NULL with an exception on failure. *owned gets a reference to release; *resolved
  * is set to 1 if treekit._registry.resolve (Python code) was called. */
 TK_API PyObject *tk_lookup(PyObject *types, PyObject *x, PyObject **owned, int *resolved);
+/* (*owned, where set, is the one reference to the NodeType the caller may rely on.) */
 /* v as an int: new reference (0..7 shared). */
 static inline PyObject *tk_int(Py_ssize_t v) {
     if (v >= 0 && v < 8) {
@@ -99,14 +121,37 @@ static inline void tk_track_entry(PyObject *entry, PyObject *value) {
     }
 }
 
+/* A container the core made untracked and has now filled: tracked if an item is (an exact
+ * tuple none of whose items is tracked can be in no cycle, and stays untracked). */
+static inline void tk_filled(PyObject *t) {
+    if (PyObject_GC_IsTracked(t)) return;
+    Py_ssize_t n = PyTuple_Check(t) ? PyTuple_GET_SIZE(t) : PyList_GET_SIZE(t);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyObject_GC_IsTracked(PySequence_Fast_GET_ITEM(t, i))) {
+            PyObject_GC_Track(t);
+            return;
+        }
+    }
+    if (!PyTuple_CheckExact(t)) PyObject_GC_Track(t);
+}
+
+/* The current exception, raised by a flatten function of a `cls` at `label` + `path`, noted
+ * as treekit._errors.flatten_noted notes it (the user's exception itself, class and
+ * traceback kept, with a note naming where; or, where that gives another exception, that one
+ * raised from it). Always returns -1, with an exception set. */
+TK_API int tk_raise_noted(PyObject *label, PyObject *path, PyObject *cls);
+/* The key path (a tuple) out of the pure walker's frames (node, ntype, data, children, n, i):
+ * treekit._traverse._frame_keys. New reference. */
+TK_API PyObject *tk_frame_path(PyObject *frames);
+
 /* TreeDef(records), records a tuple of node records: new reference. */
 TK_API PyObject *tk_treedef(PyObject *records);
 
 /* node.c: what both walkers share. A walk's context holds the registry's dicts and what
  * the walk remembers between nodes. */
 typedef struct {
-    PyTypeObject *type;
-    PyObject *ntype; /* borrowed: Py_None or a built-in entry */
+    PyTypeObject *type; /* owned (a type freed meanwhile and another made at its address must not match) */
+    PyObject *ntype;    /* borrowed: Py_None or a built-in entry (the module holds them) */
 } Memo;
 #define MEMO_SIZE 16
 
@@ -116,7 +161,8 @@ typedef struct {
 #define LAST_DICTS 4 /* the last dicts of a few key sets (a transformer's blocks hold several) */
 typedef struct {
     Py_ssize_t n;
-    PyObject *keys[LAST_KEYS];  /* borrowed from `data` */
+    PyObject *keys[LAST_KEYS];  /* borrowed from `original` */
+    PyObject *original;         /* owned: the key objects in insertion order, a tuple */
     Py_ssize_t at[LAST_KEYS];   /* where each key's value goes in leaf order */
     PyObject *data;             /* owned: the key tuple or a shared `_Keys` */
     PyObject *entries;          /* owned or NULL: DictKey entries of `entries_for` */
@@ -125,8 +171,10 @@ typedef struct {
 
 typedef struct {
     PyObject *types, *orders, *field_keys, *seq_keys; /* owned; all but types may be NULL */
-    PyObject *plain_of, *plain, *keyed; /* owned or NULL: the last flatten function met, its `plain` and `keyed` */
+    PyObject *plain_of, *plain, *keyed, *finish; /* owned or NULL: the last flatten function met, its
+                                                    `plain`, `keyed` and `finish` */
     Memo memo[MEMO_SIZE];
+    unsigned memo_used;        /* bit k: memo[k] holds a type */
     LastDict last[LAST_DICTS]; /* by the first key's address and the number of keys */
     LastDict *recent;          /* the one that last served a dict */
 } Ctx;
@@ -164,7 +212,8 @@ TK_API int tk_plain_seq(PyObject *o);
 TK_API PyObject *tk_extend(PyObject *path, PyObject *key);
 /* A node's (children, node data, keys) as its entry's flatten function gives them: new
  * references (*keys only with_path: a sequence with at least as many items as children).
- * 0 done, DEFER, -1 error. */
+ * 0 done, DEFER (before any user code ran), RAISED (the flatten function raised), -1 error.
+ * *kids may be the node itself (a list): its size must be read again after user code. */
 TK_API int tk_flatten_node(Ctx *c, PyObject *node, PyObject *ntype, int with_path, PyObject **kids, PyObject **data,
                     PyObject **keys);
 
@@ -185,13 +234,15 @@ TK_API void tk_keep(PyObject *order, int what, PyObject *item);
 TK_API PyObject *tk_root_paths(PyObject *order, PyObject *entries);
 
 /* walk.c: treekit._traverse.flatten (plain and with_path; takes_path: is_leaf(path, x)).
- * 0 done (*records: a new tuple of the node records), DEFER, -1 error. `records` NULL: the
- * leaves only (no records made). */
+ * 0 done (*records: a new tuple of the node records), DEFER (a mismatch, a cycle, a tree too
+ * deep: nothing raised), -1 error (a user function's exception noted with its key path, as
+ * the pure walker raises it). `records` NULL: the leaves only (no records made). `label`
+ * (borrowed; NULL: 'tree') names the tree in errors. */
 TK_API int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves,
-                   PyObject **records, PyObject *paths);
+                   PyObject **records, PyObject *paths, PyObject *label);
 
 /* guide.c: treekit._treedef.TreeDef._walk without keys. 0 done (*out: a new list of the
- * subtrees), DEFER, -1 error. */
+ * subtrees), DEFER, -1 error, RAISED (*out: (record index, exception), see guide.c). */
 TK_API int tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, PyObject **out);
 
 /* build.c: treekit._treedef.TreeDef._build. The tree, or NULL with an exception (user

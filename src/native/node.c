@@ -42,21 +42,44 @@ Py_ssize_t tk_max_depth(void) {
 }
 
 void tk_ctx_close(Ctx *c) {
+    tk_forget(c);
     Py_CLEAR(c->types);
     Py_CLEAR(c->orders);
     Py_CLEAR(c->field_keys);
     Py_CLEAR(c->seq_keys);
     for (int i = 0; i < LAST_DICTS; i++) {
         Py_CLEAR(c->last[i].data);
+        Py_CLEAR(c->last[i].original);
         Py_CLEAR(c->last[i].entries);
     }
     Py_CLEAR(c->plain);
     Py_CLEAR(c->keyed);
+    Py_CLEAR(c->finish);
     Py_CLEAR(c->plain_of);
 }
 
 void tk_forget(Ctx *c) {
-    memset(c->memo, 0, sizeof(c->memo));
+    if (c->memo_used == 0) return;
+    PyTypeObject *types[MEMO_SIZE];
+    int n = 0;
+    for (int k = 0; k < MEMO_SIZE; k++) {
+        if (c->memo_used >> k & 1) {
+            types[n++] = c->memo[k].type;
+            c->memo[k].type = NULL;
+        }
+    }
+    c->memo_used = 0;
+    for (int k = 0; k < n; k++) Py_DECREF(types[k]); /* last: a type's last reference may go */
+}
+
+/* Remember TYPES' answer for tp (a reference taken). */
+static void memo_set(Ctx *c, Memo *m, PyTypeObject *tp, PyObject *ntype) {
+    PyTypeObject *old = m->type;
+    Py_INCREF(tp);
+    m->type = tp;
+    m->ntype = ntype;
+    c->memo_used |= 1u << (m - c->memo);
+    Py_XDECREF(old);
 }
 
 int tk_defer_error(void) {
@@ -65,6 +88,56 @@ int tk_defer_error(void) {
         return 1;
     }
     return 0; /* KeyboardInterrupt, SystemExit, ...: they go on as they are */
+}
+
+int tk_raise_noted(PyObject *label, PyObject *path, PyObject *cls) {
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    if (exc == NULL) { /* (an exception is always set here) */
+        Py_XDECREF(type);
+        Py_XDECREF(tb);
+        PyErr_SetString(PyExc_SystemError, "treekit._native: no exception to note");
+        return -1;
+    }
+    if (tb != NULL) PyException_SetTraceback(exc, tb);
+    PyObject *again = PyObject_CallMethod(S.errors, "flatten_noted", "OOOO", label, path, cls, exc);
+    if (again == NULL) { /* the noting failed: that error, from the user's */
+        PyObject *t2, *e2, *tb2;
+        PyErr_Fetch(&t2, &e2, &tb2);
+        PyErr_NormalizeException(&t2, &e2, &tb2);
+        if (e2 != NULL) {
+            Py_INCREF(exc);
+            PyException_SetContext(e2, exc);
+        }
+        PyErr_Restore(t2, e2, tb2);
+    } else if (again == exc) {
+        Py_DECREF(again);
+        PyErr_Restore(type, exc, tb); /* the references fetched */
+        return -1;
+    } else if (PyExceptionInstance_Check(again)) { /* `raise again from exc` */
+        Py_INCREF(exc);
+        PyException_SetCause(again, exc); /* (steals) */
+        Py_INCREF(exc);
+        PyException_SetContext(again, exc);
+        PyErr_SetObject((PyObject *)Py_TYPE(again), again);
+        Py_DECREF(again);
+    } else {
+        Py_DECREF(again);
+        PyErr_SetString(PyExc_SystemError, "treekit._errors.flatten_noted returned no exception");
+    }
+    Py_XDECREF(type);
+    Py_DECREF(exc);
+    Py_XDECREF(tb);
+    return -1;
+}
+
+PyObject *tk_frame_path(PyObject *frames) {
+    PyObject *keys = PyObject_CallMethod(S.traverse, "_frame_keys", "O", frames);
+    if (keys == NULL) return NULL;
+    PyObject *path = PySequence_Tuple(keys);
+    Py_DECREF(keys);
+    return path;
 }
 
 /* The answers of TYPES for the types met since Python code last ran: leaf types and the
@@ -87,10 +160,7 @@ PyObject *tk_ctx_lookup(Ctx *c, PyObject *x, PyObject **owned) {
     int resolved = 0;
     PyObject *ntype = tk_lookup(c->types, x, owned, &resolved);
     if (resolved) tk_forget(c);
-    if (ntype != NULL && remembered(ntype)) {
-        m->type = Py_TYPE(x);
-        m->ntype = ntype;
-    }
+    if (ntype != NULL && remembered(ntype)) memo_set(c, m, Py_TYPE(x), ntype);
     return ntype;
 }
 
@@ -102,10 +172,7 @@ int tk_ctx_leaf_type(Ctx *c, PyTypeObject *tp) {
         PyErr_Clear();
         return 0; /* not seen yet: the walk resolves it */
     }
-    if (remembered(t)) {
-        m->type = tp;
-        m->ntype = t;
-    }
+    if (remembered(t)) memo_set(c, m, tp, t);
     return t == Py_None;
 }
 
@@ -143,26 +210,30 @@ static LastDict *last_of(Ctx *c, PyObject *first, Py_ssize_t n) {
     return &c->last[(((uintptr_t)first >> 4) ^ (uintptr_t)n) % LAST_DICTS];
 }
 
+/* (The context is the walk's own: no other code reaches it. What it drops is dropped last.) */
 static void remember(Ctx *c, PyObject *data, PyObject *original, PyObject *positions) {
     Py_ssize_t n = PyTuple_GET_SIZE(original);
     if (n == 0) return;
     LastDict *last = last_of(c, PyTuple_GET_ITEM(original, 0), n);
-    Py_CLEAR(last->data);
-    Py_CLEAR(last->entries); /* made for the node data dropped above */
+    PyObject *old[3] = {last->data, last->original, last->entries}; /* entries: made for that node data */
+    last->data = last->original = last->entries = NULL;
     last->entries_for = NULL;
     last->n = -1;
-    if (n > LAST_KEYS) return;
-    for (Py_ssize_t j = 0; j < n; j++) {
+    int ok = n <= LAST_KEYS;
+    for (Py_ssize_t j = 0; ok && j < n; j++) {
         last->keys[j] = PyTuple_GET_ITEM(original, j);
         last->at[j] = positions == NULL ? j : PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, j));
-        if (last->at[j] < 0 || last->at[j] >= n) {
-            PyErr_Clear();
-            return;
-        }
+        ok = last->at[j] >= 0 && last->at[j] < n;
     }
-    Py_INCREF(data);
-    last->data = data;
-    last->n = n;
+    PyErr_Clear();
+    if (ok) {
+        Py_INCREF(data);
+        last->data = data;
+        Py_INCREF(original);
+        last->original = original;
+        last->n = n;
+    }
+    for (int k = 0; k < 3; k++) Py_XDECREF(old[k]);
 }
 
 /* The big dicts (more than LAST_KEYS keys) met last, a few: their key objects in insertion
@@ -235,19 +306,23 @@ static void remember_big(PyObject *data, PyObject *original, PyObject *positions
 }
 
 /* A big dict's children and node data, if its key objects are those of a big dict
- * remembered: 0 done (new references), 1 not remembered, -1 error. */
+ * remembered: 0 done (new references), 1 not remembered, -1 error. The children's tuple is
+ * made first: from the slot's look-up on, nothing runs Python code (a collection there could
+ * change `d`, or a walk within it the slot). */
 static int flatten_big(PyObject *d, Py_ssize_t n, PyObject **kids, PyObject **data) {
     Py_ssize_t pos = 0, k = 0;
     PyObject *key, *value;
-    if (!PyDict_Next(d, &pos, &key, &value)) return 1;
-    BigDict *b = big_slot(key, n, 0);
-    if (b == NULL) return 1;
     PyObject *children = PyTuple_New(n);
     if (children == NULL) return -1;
+    BigDict *b = PyDict_GET_SIZE(d) == n && PyDict_Next(d, &pos, &key, &value) ? big_slot(key, n, 0) : NULL;
+    if (b == NULL) {
+        Py_DECREF(children);
+        return 1;
+    }
     PyObject **keys = &PyTuple_GET_ITEM(b->original, 0);
     Py_ssize_t *at = b->at;
     pos = 0;
-    while (PyDict_Next(d, &pos, &key, &value)) { /* (nothing here runs Python code) */
+    while (PyDict_Next(d, &pos, &key, &value)) {
         if (k >= n || key != keys[k]) {
             Py_DECREF(children); /* (its unset items are NULL) */
             return 1;
@@ -281,42 +356,46 @@ static int flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, i
         last = c->recent; /* (a parameter tree's layers: the same slot again and again) */
         if (last->n != n || last->keys[0] != key) last = last_of(c, key, n);
     }
-    if (last != NULL && n == last->n && last->data != NULL) { /* the same key objects as the last such dict? */
-        PyObject *values[LAST_KEYS];
-        int same = 1;
-        do { /* (from the first key, read above) */
-            if (k >= n || key != last->keys[k]) {
-                same = 0;
-                break;
+    if (last != NULL && n == last->n && last->data != NULL && last->keys[0] == key) {
+        /* the same key objects as the last such dict? The children's tuple is made first, then
+         * the dict is read (a collection while it is made may change the dict) */
+        PyObject *children = PyTuple_New(n);
+        if (children == NULL) return -1;
+        int same = PyDict_GET_SIZE(d) == n;
+        for (pos = 0; same && PyDict_Next(d, &pos, &key, &value); k++) {
+            same = k < n && key == last->keys[k];
+            if (same) {
+                Py_INCREF(value);
+                PyTuple_SET_ITEM(children, last->at[k], value);
             }
-            values[last->at[k++]] = value;
-        } while (PyDict_Next(d, &pos, &key, &value));
+        }
         if (same && k == n) {
-            PyObject *children = PyTuple_New(n);
-            if (children == NULL) return -1;
-            for (Py_ssize_t j = 0; j < n; j++) {
-                Py_INCREF(values[j]);
-                PyTuple_SET_ITEM(children, j, values[j]);
-            }
             Py_INCREF(last->data);
             *kids = children;
             *data = last->data;
             c->recent = last;
             return 0;
         }
+        Py_DECREF(children); /* (its unset items are NULL) */
+        n = PyDict_GET_SIZE(d);
     }
     pos = k = 0;
     if (n > LAST_KEYS) {
         int how = flatten_big(d, n, kids, data);
         if (how <= 0) return how;
     }
+    /* two tuples, kept from the collector until they are filled; then the dict is read (its
+     * size as it is then) */
     PyObject *keys = PyTuple_New(n);
     if (keys == NULL) return -1;
+    PyObject_GC_UnTrack(keys);
     PyObject *values = PyTuple_New(n);
     if (values == NULL) {
         Py_DECREF(keys);
         return -1;
     }
+    PyObject_GC_UnTrack(values);
+    if (PyDict_GET_SIZE(d) != n) goto defer;
     while (PyDict_Next(d, &pos, &key, &value)) {
         if (k >= n) goto defer;
         Py_INCREF(key);
@@ -326,6 +405,7 @@ static int flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, i
         k++;
     }
     if (k != n) goto defer;
+    tk_filled(keys); /* (values stays the walk's own, untracked: no cycle passes through it alone) */
     int sorted = 1;
     for (Py_ssize_t j = 1; j < n; j++) {
         PyObject *a = PyTuple_GET_ITEM(keys, j - 1), *b = PyTuple_GET_ITEM(keys, j);
@@ -354,15 +434,21 @@ static int flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, i
         *data = keys;
         return 0;
     }
-    PyObject *order = c->orders == NULL ? NULL : PyDict_GetItemWithError(c->orders, keys); /* borrowed */
+    /* a `_Keys` (owned from here: the look-up hashes the keys, and what follows allocates:
+     * either can run code that drops ORDERS' reference) */
+    PyObject *order = c->orders == NULL ? NULL : PyDict_GetItemWithError(c->orders, keys);
     if (order == NULL) {
         PyErr_Clear();
         goto defer;
     }
-    /* a `_Keys`: `original` must be these very key objects; `positions` says where each goes */
+    Py_INCREF(order);
+    /* `original` must be these very key objects; `positions` says where each goes */
     PyObject *attrs = PyTuple_Check(order) && PyTuple_GET_SIZE(order) == n ? PyObject_GenericGetDict(order, NULL) : NULL;
-    PyObject *original = attrs ? PyDict_GetItemWithError(attrs, S.s_original) : NULL;   /* borrowed */
-    PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, S.s_positions) : NULL; /* borrowed */
+    PyObject *original = attrs ? PyDict_GetItemWithError(attrs, S.s_original) : NULL;
+    PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, S.s_positions) : NULL;
+    Py_XINCREF(original);
+    Py_XINCREF(positions);
+    Py_XDECREF(attrs);
     int usable = original != NULL && positions != NULL && PyTuple_CheckExact(original) &&
                  PyTuple_CheckExact(positions) && PyTuple_GET_SIZE(original) == n && PyTuple_GET_SIZE(positions) == n;
     for (Py_ssize_t j = 0; usable && j < n; j++) usable = PyTuple_GET_ITEM(original, j) == PyTuple_GET_ITEM(keys, j);
@@ -381,16 +467,17 @@ static int flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, i
         if (n > LAST_KEYS) remember_big(order, original, positions);
         else remember(c, order, original, positions);
     }
-    if (ordered != NULL) Py_INCREF(order); /* before attrs goes: it may hold the last other reference */
-    Py_XDECREF(attrs);
+    Py_XDECREF(original);
+    Py_XDECREF(positions);
     if (ordered == NULL) {
+        Py_DECREF(order);
         PyErr_Clear();
         goto defer;
     }
     Py_DECREF(keys);
     Py_DECREF(values);
     *kids = ordered;
-    *data = order;
+    *data = order; /* the reference taken above */
     return 0;
 defer:
     Py_DECREF(keys);
@@ -431,8 +518,9 @@ PyObject *tk_kept(PyObject *order, int what) {
 
 void tk_keep(PyObject *order, int what, PyObject *item) {
     Kept *k = kept_slot(order, 1);
+    PyObject *old[KEPT_WHAT + 2] = {NULL}; /* dropped last: destructors may call in here */
     if (k->order != order) { /* the slot's order goes; this one comes if the bound allows */
-        PyObject *old[KEPT_WHAT + 1] = {k->order};
+        old[0] = k->order;
         for (int j = 0; j < KEPT_WHAT; j++) {
             old[j + 1] = k->items[j];
             k->items[j] = NULL;
@@ -444,38 +532,50 @@ void tk_keep(PyObject *order, int what, PyObject *item) {
             k->order = order;
             kept_keys += PyTuple_GET_SIZE(order);
         }
-        for (int j = 0; j <= KEPT_WHAT; j++) Py_XDECREF(old[j]); /* last: destructors may call in here */
-        if (k->order != order) return;
     }
-    Py_INCREF(item);
-    Py_XSETREF_COMPAT(k->items[what], item);
-    if (what == KEPT_ENTRIES) Py_CLEAR(k->items[KEPT_PATHS]); /* made of the entries replaced */
+    if (k->order == order) {
+        Py_INCREF(item);
+        old[KEPT_WHAT + 1] = k->items[what];
+        k->items[what] = item;
+        if (what == KEPT_ENTRIES && old[KEPT_PATHS + 1] == NULL) { /* made of the entries replaced */
+            old[KEPT_PATHS + 1] = k->items[KEPT_PATHS];
+            k->items[KEPT_PATHS] = NULL;
+        }
+    }
+    for (int j = 0; j < KEPT_WHAT + 2; j++) Py_XDECREF(old[j]);
 }
 
 PyObject *tk_root_paths(PyObject *order, PyObject *entries) {
     Kept *k = kept_slot(order, 0);
     if (k == NULL || k->items[KEPT_ENTRIES] != entries) return NULL;
-    if (k->items[KEPT_PATHS] == NULL) {
-        Py_ssize_t n = PyTuple_GET_SIZE(entries);
-        PyObject *paths = PyTuple_New(n);
-        for (Py_ssize_t j = 0; paths != NULL && j < n; j++) {
-            PyObject *path = PyTuple_Pack(1, PyTuple_GET_ITEM(entries, j));
-            if (path == NULL) {
-                Py_CLEAR(paths);
-                break;
-            }
-            tk_untrack_tuple(path);
-            PyTuple_SET_ITEM(paths, j, path);
+    if (k->items[KEPT_PATHS] != NULL) {
+        Py_INCREF(k->items[KEPT_PATHS]);
+        return k->items[KEPT_PATHS];
+    }
+    /* made here, kept from the collector until whole; `entries` is the caller's own */
+    Py_ssize_t n = PyTuple_GET_SIZE(entries);
+    PyObject *paths = PyTuple_New(n);
+    if (paths != NULL) PyObject_GC_UnTrack(paths);
+    for (Py_ssize_t j = 0; paths != NULL && j < n; j++) {
+        PyObject *path = PyTuple_Pack(1, PyTuple_GET_ITEM(entries, j));
+        if (path == NULL) {
+            Py_CLEAR(paths);
+            break;
         }
-        if (paths == NULL) {
-            PyErr_Clear();
-            return NULL;
-        }
-        tk_untrack_tuple(paths);
+        tk_untrack_tuple(path);
+        PyTuple_SET_ITEM(paths, j, path);
+    }
+    if (paths == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    tk_filled(paths);
+    k = kept_slot(order, 0); /* again: code run by a collection above may have changed the slots */
+    if (k != NULL && k->items[KEPT_ENTRIES] == entries && k->items[KEPT_PATHS] == NULL) {
+        Py_INCREF(paths);
         k->items[KEPT_PATHS] = paths;
     }
-    Py_INCREF(k->items[KEPT_PATHS]);
-    return k->items[KEPT_PATHS];
+    return paths;
 }
 
 /* [DictKey(k) for k in keys] as treekit._registry._dict_entries makes them (without the
@@ -498,6 +598,7 @@ static PyObject *dict_entries(Ctx *c, PyObject *keys) {
     Py_ssize_t offset = S.entry_offset[1];
     out = PyTuple_New(n);
     if (out == NULL) return NULL;
+    PyObject_GC_UnTrack(out); /* until it is whole: each entry made below can run a collection */
     for (Py_ssize_t j = 0; j < n; j++) {
         PyObject *entry = tp->tp_alloc(tp, 0), *key = PyTuple_GET_ITEM(keys, j);
         if (entry != NULL && offset > 0) { /* its empty slot, set as the slot's descriptor sets it */
@@ -511,6 +612,7 @@ static PyObject *dict_entries(Ctx *c, PyObject *keys) {
         tk_track_entry(entry, key);
         PyTuple_SET_ITEM(out, j, entry);
     }
+    tk_filled(out);
     if (shared) tk_keep(keys, KEPT_ENTRIES, out);
     if (last != NULL) { /* keep them while `keys` is kept alive by the context */
         Py_XDECREF(last->entries);
@@ -568,8 +670,9 @@ int tk_flatten_node(Ctx *c, PyObject *node, PyObject *ntype, int with_path, PyOb
         return 0;
     }
     if (ntype == S.NAMEDTUPLE && c->field_keys != NULL && tk_plain_seq(node) && PyTuple_Check(node)) {
-        /* treekit._registry._flatten_namedtuple, once its class's entries are known */
-        PyObject *fields = PyDict_GetItemWithError(c->field_keys, (PyObject *)Py_TYPE(node)); /* borrowed */
+        /* treekit._registry._flatten_namedtuple, once its class's entries are known (the
+         * look-up hashes the class, which a metaclass may do in Python: the list is held) */
+        PyObject *fields = PyDict_GetItemWithError(c->field_keys, (PyObject *)Py_TYPE(node));
         if (fields == NULL) PyErr_Clear();
         if (fields == NULL || !PyList_CheckExact(fields) || PyList_GET_SIZE(fields) != PyTuple_GET_SIZE(node))
             goto call;
@@ -590,71 +693,111 @@ call:;
     /* the user's own functions, where the entry names them (see _registry._make_flatten) */
     if (c->plain_of != fn && PyFunction_Check(fn)) {
         PyObject *attrs = PyObject_GenericGetDict(fn, NULL);
-        PyObject *plain = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, S.s_plain); /* borrowed */
-        PyObject *keyed = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, S.s_keyed);
-        Py_XINCREF(plain);
-        Py_XINCREF(keyed);
+        PyObject *got[3] = {NULL, NULL, NULL}, *names[3] = {S.s_plain, S.s_keyed, S.s_finish};
+        for (int k = 0; attrs != NULL && k < 3; k++) {
+            got[k] = PyDict_GetItemWithError(attrs, names[k]); /* (str keys: no code runs) */
+            if (got[k] == Py_None) got[k] = NULL;
+            Py_XINCREF(got[k]);
+        }
         Py_XDECREF(attrs);
         PyErr_Clear();
-        if (plain == Py_None) Py_CLEAR(plain);
-        if (keyed == Py_None) Py_CLEAR(keyed);
-        Py_XSETREF_COMPAT(c->plain, plain);
-        Py_XSETREF_COMPAT(c->keyed, keyed);
+        if (got[2] == NULL) { /* no `finish`: the entry's function is called */
+            Py_CLEAR(got[0]);
+            Py_CLEAR(got[1]);
+        }
+        Py_XSETREF_COMPAT(c->plain, got[0]);
+        Py_XSETREF_COMPAT(c->keyed, got[1]);
+        Py_XSETREF_COMPAT(c->finish, got[2]);
         Py_INCREF(fn);
         Py_XSETREF_COMPAT(c->plain_of, fn);
     }
-    PyObject *own = c->plain_of != fn ? NULL : with_path ? c->keyed : c->plain;
+    PyObject *own = c->plain_of != fn ? NULL : with_path ? c->keyed : c->plain, *r;
     if (own != NULL) {
+        PyObject *finish = c->finish;
         Py_INCREF(own);
+        Py_INCREF(finish);
         Py_DECREF(fn);
-        PyObject *r = PyObject_CallOneArg(own, node);
+        r = PyObject_CallOneArg(own, node);
         Py_DECREF(own);
         tk_forget(c);
-        if (r == NULL) return tk_defer_error() ? DEFER : -1;
-        if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 2 || !tk_plain_seq(PyTuple_GET_ITEM(r, 0))) {
-            Py_DECREF(r);
-            return DEFER; /* the pure core converts or words it */
-        }
-        PyObject *first = PyTuple_GET_ITEM(r, 0);
-        *data = PyTuple_GET_ITEM(r, 1);
-        Py_INCREF(*data);
-        if (!with_path) {
-            Py_INCREF(first);
-            *kids = first;
-            Py_DECREF(r);
-            return 0;
-        }
-        /* (key entry, child) pairs, unzipped as treekit._registry._unzip_keyed does */
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(first);
-        *kids = PyTuple_New(n); /* tuples: nothing else holds them, and they cost less than lists */
-        *keys = *kids == NULL ? NULL : PyTuple_New(n);
-        for (Py_ssize_t j = 0; *keys != NULL && j < n; j++) {
-            PyObject *pair = PySequence_Fast_GET_ITEM(first, j);
-            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
-                Py_CLEAR(*keys); /* the pure core words it */
-                break;
+        if (r != NULL && PyTuple_CheckExact(r) && PyTuple_GET_SIZE(r) == 2 && tk_plain_seq(PyTuple_GET_ITEM(r, 0))) {
+            Py_DECREF(finish);
+            PyObject *first = PyTuple_GET_ITEM(r, 0); /* r's, and r is ours */
+            *data = PyTuple_GET_ITEM(r, 1);
+            Py_INCREF(*data);
+            if (!with_path) {
+                Py_INCREF(first);
+                *kids = first;
+                Py_DECREF(r);
+                return 0;
             }
-            Py_INCREF(PyTuple_GET_ITEM(pair, 0));
-            PyTuple_SET_ITEM(*keys, j, PyTuple_GET_ITEM(pair, 0));
-            Py_INCREF(PyTuple_GET_ITEM(pair, 1));
-            PyTuple_SET_ITEM(*kids, j, PyTuple_GET_ITEM(pair, 1));
-        }
-        Py_DECREF(r);
-        if (*keys == NULL) {
-            int failed = PyErr_Occurred() != NULL;
+            /* (key entry, child) pairs, unzipped as treekit._registry._unzip_keyed does. The
+             * pairs are held first, in a C array (no code runs while it is filled: `first` may
+             * be a list user code holds), then the two tuples are made from them. */
+            Py_ssize_t n = PySequence_Fast_GET_SIZE(first), j = 0;
+            PyObject *few[16], **pairs = n <= 16 ? few : PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
+            if (pairs == NULL) {
+                Py_DECREF(r);
+                Py_CLEAR(*data);
+                PyErr_NoMemory();
+                return -1;
+            }
+            for (; j < n; j++) {
+                pairs[j] = PySequence_Fast_GET_ITEM(first, j);
+                if (!PyTuple_CheckExact(pairs[j]) || PyTuple_GET_SIZE(pairs[j]) != 2) break;
+                Py_INCREF(pairs[j]);
+            }
+            int whole = j == n;
+            *kids = whole ? PyTuple_New(n) : NULL; /* tuples: nothing else holds them, and they cost less than lists */
+            if (*kids != NULL) PyObject_GC_UnTrack(*kids);
+            *keys = *kids == NULL ? NULL : PyTuple_New(n);
+            if (*keys != NULL) PyObject_GC_UnTrack(*keys);
+            for (Py_ssize_t i = 0; i < j; i++) {
+                if (*keys != NULL) {
+                    Py_INCREF(PyTuple_GET_ITEM(pairs[i], 0));
+                    PyTuple_SET_ITEM(*keys, i, PyTuple_GET_ITEM(pairs[i], 0));
+                    Py_INCREF(PyTuple_GET_ITEM(pairs[i], 1));
+                    PyTuple_SET_ITEM(*kids, i, PyTuple_GET_ITEM(pairs[i], 1));
+                }
+                Py_DECREF(pairs[i]);
+            }
+            if (pairs != few) PyMem_Free(pairs);
+            if (*keys != NULL) {
+                tk_filled(*kids);
+                tk_filled(*keys);
+                Py_DECREF(r);
+                return 0;
+            }
             Py_CLEAR(*kids);
             Py_CLEAR(*data);
-            return failed ? -1 : DEFER;
+            if (whole) { /* a tuple could not be made */
+                Py_DECREF(r);
+                return -1;
+            }
+            /* a pair of another shape: `finish` words it (the pairs as the function gave them) */
+            Py_INCREF(finish);
         }
-        return 0;
+        if (r == NULL) {
+            Py_DECREF(finish);
+            return PyErr_ExceptionMatches(PyExc_Exception) ? RAISED : -1;
+        }
+        /* not of the usual shape: `finish` checks it, makes it (children, node data, keys) or
+         * raises, as the entry's function would have */
+        PyObject *args[3] = {r, with_path ? Py_True : Py_False, with_path ? Py_True : Py_False};
+        PyObject *made = PyObject_Vectorcall(finish, args, 3, NULL);
+        Py_DECREF(finish);
+        Py_DECREF(r);
+        tk_forget(c);
+        r = made;
+    } else {
+        r = PyObject_CallFunctionObjArgs(fn, node, with_path ? Py_True : Py_False, NULL);
+        Py_DECREF(fn);
+        tk_forget(c);
     }
-    PyObject *r = PyObject_CallFunctionObjArgs(fn, node, with_path ? Py_True : Py_False, NULL);
-    Py_DECREF(fn);
-    tk_forget(c);
-    if (r == NULL) return tk_defer_error() ? DEFER : -1;
+    if (r == NULL) return PyErr_ExceptionMatches(PyExc_Exception) ? RAISED : -1;
     if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 3 || !tk_plain_seq(PyTuple_GET_ITEM(r, 0))) {
         Py_DECREF(r);
-        return DEFER;
+        return DEFER; /* (treekit's own entries return lists or tuples) */
     }
     PyObject *k = PyTuple_GET_ITEM(r, 2);
     if (with_path && (!tk_plain_seq(k) || PySequence_Fast_GET_SIZE(k) != PySequence_Fast_GET_SIZE(PyTuple_GET_ITEM(r, 0)))) {

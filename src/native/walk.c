@@ -297,7 +297,8 @@ static int add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data
     PyTuple_SET_ITEM(record, 3, l);
     PyTuple_SET_ITEM(record, 4, n);
     int rc = buf_push(nodes, record);
-    PyObject *old = held ? m->record : NULL;
+    /* the slot as it is now: a walk in code run while the record was made may have filled it */
+    PyObject *old = keep || made->used >> at & 1 ? m->record : NULL;
     if (!keep) made->used |= (uint64_t)1 << at;
     m->record = record; /* the reference made above */
     m->arity = arity;
@@ -318,18 +319,46 @@ static int add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data
         Py_DECREF(child);     \
     } while (0)
 
-/* Set the error for frame f's list, shortened by user code: _traverse.changed_error's,
- * given frames 1..depth-2 (its ancestors) as the pure walker's frames. */
-static void changed_error(Frame *frames, Py_ssize_t depth, Frame *f) {
-    PyObject *ancestors = PyList_New(0), *exc = NULL;
-    for (Py_ssize_t k = 1; ancestors != NULL && k < depth - 1; k++) {
+/* frames[1..upto - 1] as the pure walker's frames (node, ntype, data, children, n, i), for
+ * its functions that find a key path from them: a new list. */
+static PyObject *frames_list(Frame *frames, Py_ssize_t upto) {
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t k = 1; out != NULL && k < upto; k++) {
         PyObject *frame = Py_BuildValue("(OOOOnn)", frames[k].node, frames[k].ntype, Py_None, Py_None,
                                         frames[k].n, frames[k].i);
-        if (frame == NULL || PyList_Append(ancestors, frame) < 0) Py_CLEAR(ancestors);
+        if (frame == NULL || PyList_Append(out, frame) < 0) Py_CLEAR(out);
         Py_XDECREF(frame);
     }
+    return out;
+}
+
+/* The key path of the top frame's child `key` leads to, for an error: the walk's own with
+ * paths, else found from the frames as the pure walker finds it. New reference. */
+static PyObject *error_path(Frame *frames, Py_ssize_t depth, PyObject **path, PyObject *key, int with_path) {
+    if (with_path) {
+        if (depth == 1) {
+            Py_INCREF(S.empty_tuple);
+            return S.empty_tuple;
+        }
+        PyObject *out = PyTuple_New(depth - 1);
+        if (out == NULL) return NULL;
+        copy_path(out, path, depth);
+        Py_INCREF(key);
+        PyTuple_SET_ITEM(out, depth - 2, key);
+        return out;
+    }
+    PyObject *list = frames_list(frames, depth);
+    PyObject *out = list == NULL ? NULL : tk_frame_path(list);
+    Py_XDECREF(list);
+    return out;
+}
+
+/* Set the error for frame f's list, shortened by user code: _traverse.changed_error's,
+ * given frames 1..depth-2 (its ancestors) as the pure walker's frames. */
+static void changed_error(PyObject *label, Frame *frames, Py_ssize_t depth, Frame *f) {
+    PyObject *ancestors = frames_list(frames, depth - 1), *exc = NULL;
     if (ancestors != NULL)
-        exc = PyObject_CallMethod(S.traverse, "changed_error", "sOOnn", "tree", ancestors, f->node, f->n,
+        exc = PyObject_CallMethod(S.traverse, "changed_error", "OOOnn", label, ancestors, f->node, f->n,
                                   PySequence_Fast_GET_SIZE(f->children));
     Py_XDECREF(ancestors);
     if (exc != NULL) {
@@ -338,8 +367,22 @@ static void changed_error(Frame *frames, Py_ssize_t depth, Frame *f) {
     }
 }
 
+/* The error for an is_leaf that answered `answer` (not True, False or None) at the top
+ * frame's child: treekit._errors.not_a_bool's. */
+static void not_a_bool(PyObject *label, Frame *frames, Py_ssize_t depth, PyObject **path, PyObject *key,
+                       int with_path, PyObject *answer) {
+    PyObject *at = error_path(frames, depth, path, key, with_path);
+    PyObject *exc = at == NULL ? NULL : PyObject_CallMethod(S.errors, "not_a_bool", "OOO", label, at, answer);
+    Py_XDECREF(at);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+}
+
 int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves, PyObject **records,
-            PyObject *paths) {
+            PyObject *paths, PyObject *label) {
+    if (label == NULL) label = S.s_tree;
     Buf buf = {NULL, 0, 0}, *nodes = records != NULL ? &buf : NULL;
     Ctx ctx;
     if (tk_ctx_open(&ctx, with_path) < 0) return -1;
@@ -388,7 +431,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
         PyObject *child;
         if (PyList_CheckExact(f->children) && f->i >= PyList_GET_SIZE(f->children)) {
             /* a list user code shortened: the pure walker's error (_traverse.changed_error) */
-            changed_error(frames, depth, f);
+            changed_error(label, frames, depth, f);
             goto done;
         }
         /* the key entry leading to the child (with paths): held, as user code may drop the keys' */
@@ -411,22 +454,22 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             } else {
                 r = PyObject_CallOneArg(is_leaf, child);
             }
-            /* -2: an answer other than True, False or None; the pure walker raises jax's error */
+            /* -2: an answer other than True, False or None (jax's error); -1: it raised, and
+             * its exception goes on as it is, as in the pure walker */
             int stop = r == NULL ? -1 : r == Py_True ? 1 : (r == Py_False || r == Py_None) ? 0 : -2;
-            Py_XDECREF(r);
             tk_forget(&ctx);
+            if (stop == -2) not_a_bool(label, frames, depth, path, key, with_path, r);
+            Py_XDECREF(r);
             if (stop < 0) {
                 DROP_CHILD();
-                if (stop == -2 || tk_defer_error()) goto defer;
                 goto done;
             }
             if (stop) ntype = Py_None;
         }
         if (ntype == NULL) {
-            ntype = tk_memo_lookup(&ctx, child, &owned);
+            ntype = tk_memo_lookup(&ctx, child, &owned); /* (an error here is the registry's, or a hash's: as it is) */
             if (ntype == NULL) {
                 DROP_CHILD();
-                if (tk_defer_error()) goto defer;
                 goto done;
             }
         }
@@ -443,6 +486,26 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             continue;
         }
         int how = tk_flatten_node(&ctx, child, ntype, with_path, &kids, &data, &keys);
+        if (how == RAISED) { /* noted with the node's key path, as the pure walker notes it */
+            PyObject *type, *exc, *tb;
+            PyErr_Fetch(&type, &exc, &tb); /* (finding the path runs Python code) */
+            PyObject *at = error_path(frames, depth, path, key, with_path);
+            if (at != NULL) {
+                PyErr_Restore(type, exc, tb);
+                tk_raise_noted(label, at, (PyObject *)Py_TYPE(child));
+                Py_DECREF(at);
+            } else { /* that failed: its error goes on, the user's as its context */
+                PyErr_NormalizeException(&type, &exc, &tb);
+                PyObject *t2, *e2, *tb2;
+                PyErr_Fetch(&t2, &e2, &tb2);
+                PyErr_NormalizeException(&t2, &e2, &tb2);
+                if (e2 != NULL && exc != NULL) PyException_SetContext(e2, exc); /* (steals) */
+                else Py_XDECREF(exc);
+                PyErr_Restore(t2, e2, tb2);
+                Py_XDECREF(type);
+                Py_XDECREF(tb);
+            }
+        }
         if (how != 0) {
             DROP_CHILD();
             if (how == DEFER) goto defer;
@@ -460,10 +523,12 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
             /* A node whose children are all leaves (most nodes of a parameter tree) is done
              * here, without a frame: its leaves are copied in one go. */
             Py_ssize_t j = 0;
-            for (; j < n; j++) {
+            /* (a type's look-up may run a metaclass's __hash__, which may change a list: its
+             * size is read at each step, and the node takes a frame if it changed) */
+            for (; j < n && j < PySequence_Fast_GET_SIZE(kids); j++) {
                 if (tk_memo_leaf_type(&ctx, Py_TYPE(PySequence_Fast_GET_ITEM(kids, j))) != 1) break;
             }
-            if (j == n) {
+            if (j == n && PySequence_Fast_GET_SIZE(kids) == n) {
                 Py_ssize_t at = PyList_GET_SIZE(leaves);
                 int bad = PyList_SetSlice(leaves, at, at, kids) < 0;
                 for (j = 0; !bad && nodes != NULL && j < n; j++) bad = buf_push(nodes, S.LEAF) < 0;
@@ -483,6 +548,11 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
                         Py_DECREF(root);
                     }
                     for (j = root != NULL ? n : 0; !bad && j < n; j++) {
+                        if (j >= PySequence_Fast_GET_SIZE(keys)) { /* the keys' list, changed meanwhile */
+                            bad = 1;
+                            PyErr_SetString(PyExc_RuntimeError, "treekit: a node's key entries changed while it was walked");
+                            break;
+                        }
                         PyObject *out = PyTuple_New(size);
                         if (out == NULL) {
                             bad = 1;
@@ -506,6 +576,7 @@ int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, Py
                 continue;
             }
         }
+        n = PySequence_Fast_GET_SIZE(kids); /* as it is now */
         work += n;
         Py_ssize_t done_so_far = work + made;
         if (done_so_far >= look_at) {
