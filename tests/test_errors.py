@@ -486,8 +486,23 @@ def test_a_wide_container_holding_itself_is_caught_early() -> None:
 
 
 def _run_capped(script: str, timeout: float = 60) -> list[str]:
-    """Run ``script`` in a fresh interpreter with 1 GiB of address space; its output lines."""
-    capped = "import resource\nresource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n" + textwrap.dedent(script)
+    """Run ``script`` in a fresh interpreter with 1 GiB of address space; its output lines.
+
+    Under the sanitizer run (``.ci/sanitize``) AddressSanitizer has reserved terabytes of
+    address space (and of data segment) before ``script`` starts, so no RLIMIT_AS can be set:
+    there the cap is 1 GiB of data segment (RLIMIT_DATA) more than the interpreter has at start.
+    """
+    import os
+
+    if os.environ.get("TREEKIT_SANITIZER"):
+        cap = (
+            "import re, resource\n"
+            "data = int(re.search(r'^VmData:\\s+(\\d+) kB', open('/proc/self/status').read(), re.M)[1]) << 10\n"
+            "resource.setrlimit(resource.RLIMIT_DATA, (data + (1 << 30), data + (1 << 30)))\n"
+        )
+    else:
+        cap = "import resource\nresource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+    capped = cap + textwrap.dedent(script)
     done = subprocess.run([sys.executable, "-c", capped], capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.splitlines()
@@ -981,3 +996,109 @@ def test_a_leaf_whose_shape_is_not_a_tuple_is_a_plain_leaf() -> None:
     table = treekit.summary({"x": OddShape(), "y": [1.0]})
     assert table.splitlines()[1].split() == ["['x']", "-", "OddShape", "-", "-"]
     assert "['x']: <" in treekit.format_tree({"x": OddShape()})
+
+
+# -- user code that changes what the walk holds, while it walks ---------------------------------
+class _ShrinkingKey:
+    """A dict key whose ``__lt__`` (called while the dict's keys are sorted) drops ``victim``."""
+
+    owner: dict[Any, Any] = {}  # noqa: RUF012
+
+    def __init__(self, v: int) -> None:
+        self.v = v
+
+    def __hash__(self) -> int:
+        return hash(self.v)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ShrinkingKey) and other.v == self.v
+
+    def __lt__(self, other: _ShrinkingKey) -> bool:
+        _ShrinkingKey.owner.pop(_ShrinkingKey(9), None)
+        return self.v < other.v
+
+
+def test_a_dict_that_loses_a_key_while_it_is_flattened_raises_or_is_read_whole() -> None:
+    """The native core reads a dict's keys and values in one go; where a key's code ran while
+    it sorted them, it hands the dict to the pure core's flatten function, which reads the dict
+    as it is then. The pure core reads the values after sorting the keys, and raises if the
+    dict changed meanwhile. Never a treedef whose keys and children disagree."""
+    d = {_ShrinkingKey(2): "a", _ShrinkingKey(1): "b", _ShrinkingKey(9): "c"}
+    _ShrinkingKey.owner = d
+    if treekit.backend() == "native":
+        leaves, treedef = treekit.tree_flatten({"x": d})
+        assert treekit.tree_unflatten(treedef, leaves) == {"x": d} and len(d) == 2
+        return
+    msg = "expected the dict to keep its 3 keys while it is flattened, got 2 (code run meanwhile changed it"
+    with pytest.raises(RuntimeError, match=re.escape(msg)) as info:
+        treekit.tree_leaves({"x": d})
+    assert info.value.__notes__ == ["tree['x']: raised while flattening dict"]
+
+
+def test_a_list_shortened_with_its_parent_is_named_by_index() -> None:
+    inner = [1, 2, 3]
+    outer = [inner, 4]
+
+    def is_leaf(x: Any) -> bool:
+        if x == 1:
+            inner.clear()
+            outer.clear()
+        return False
+
+    msg = "tree[0]: expected the list to keep its 3 children while the tree is walked, got 0"
+    for call in (treekit.tree_leaves, treekit.tree_flatten_with_path):
+        inner[:] = [1, 2, 3]
+        outer[:] = [inner, 4]
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            call(outer, is_leaf=is_leaf)
+
+
+class _Emptying:
+    """Node data whose ``__eq__`` empties the children list its node's flatten function gave."""
+
+    def __init__(self, owner: list[Any] | None = None) -> None:
+        self.owner = owner
+
+    def __eq__(self, other: object) -> bool:
+        if self.owner is not None:
+            self.owner.clear()
+        return isinstance(other, _Emptying)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Bag:
+    def __init__(self, children: list[Any]) -> None:
+        self.children = children
+
+
+def test_node_data_eq_that_empties_the_children_is_a_mismatch(registered: Any) -> None:
+    registered(
+        _Bag,
+        lambda cls: treekit.register_pytree_node(
+            cls, lambda b: (b.children, _Emptying(b.children)), lambda d, c: cls(list(c))
+        ),
+    )
+    treedef = treekit.tree_structure([_Bag([1, 2]), 3])
+    for call in (
+        lambda: treedef.flatten_up_to([_Bag([4, 5]), 6]),
+        lambda: treekit.tree_map(lambda x, y: y, [_Bag([1, 2]), 3], [_Bag([4, 5]), 6]),
+    ):
+        with pytest.raises(StructureMismatchError, match=re.escape("[0]: expected _Bag with 2 children")):
+            call()
+
+
+def test_an_unflatten_function_that_empties_the_leaves_raises(registered: Any) -> None:
+    leaves: list[Any] = []
+
+    def unflatten(data: Any, children: Any) -> Any:
+        leaves.clear()
+        return _Bag(list(children))
+
+    registered(_Bag, lambda cls: treekit.register_pytree_node(cls, lambda b: (b.children, None), unflatten))
+    treedef = treekit.tree_structure([_Bag([1, 2]), 3, 4])
+    msg = "leaves: expected the list to keep its 4 leaves while the tree is built, got 0 (an unflatten function"
+    for _ in range(10):  # (the pure core compiles a builder for a structure built often)
+        leaves[:] = ["a", "b", "c", "d"]
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            treekit.tree_unflatten(treedef, leaves)

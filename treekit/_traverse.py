@@ -9,7 +9,7 @@ from typing import Any
 
 from treekit._core import NATIVE
 from treekit._errors import TreeCycleError, flatten_noted, not_a_bool
-from treekit._keys import KeyPath, keystr
+from treekit._keys import FlattenedIndexKey, KeyPath, SequenceKey, keystr
 from treekit._registry import LIST, MISSING, TUPLE, TYPES, resolve, sequence_keys
 from treekit._treedef import LEAF, Node, TreeDef
 
@@ -170,10 +170,16 @@ def changed_error(label: str, ancestors: list[tuple[Any, ...]], node: Any, n: in
 
 
 def _frame_keys(frames: list[tuple[Any, ...]]) -> list[Any]:
-    """The key entry leading out of each frame (re-flattening with keys: errors only)."""
+    """The key entry leading out of each frame (re-flattening with keys: errors only). A node
+    that user code has shortened meanwhile (the error may be about that) gives its child's
+    index as a key: ``SequenceKey`` for a list or tuple, else ``FlattenedIndexKey``."""
     out = []
     for node, ntype, _, _, _, i in (frame[:6] for frame in frames):
-        out.append(ntype.flatten(node, True)[2][i - 1])
+        keys = ntype.flatten(node, True)[2]
+        if i - 1 < len(keys):
+            out.append(keys[i - 1])
+        else:
+            out.append(SequenceKey(i - 1) if ntype is LIST or ntype is TUPLE else FlattenedIndexKey(i - 1))
     return out
 
 

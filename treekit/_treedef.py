@@ -372,9 +372,19 @@ class TreeDef:
         if build is None:
             build = _compiled(self)
             if build is None:
-                return _interpret(self._nodes, leaves)
-            self._builder = build
-        return build(self._nodes, leaves)
+                build = _interpret
+            else:
+                self._builder = build
+        count = len(leaves)
+        try:
+            tree = build(self._nodes, leaves)
+        except (StopIteration, IndexError):  # the leaves ran out: an unflatten function changed the list?
+            if len(leaves) == count:
+                raise
+            raise leaves_changed(count, len(leaves)) from None
+        if len(leaves) != count:
+            raise leaves_changed(count, len(leaves))
+        return tree
 
     # -- the guided walk ------------------------------------------------------------------------
     def flatten_up_to(self, tree: Any) -> list[Any]:
@@ -504,6 +514,7 @@ class TreeDef:
                     want = record[1]
                     try:
                         same = len(children) == arity and (data is want or same_node_data(data, want))
+                        same = same and len(children) == arity  # (again: an __eq__ may change a list of children)
                     except _Incomparable as refused:
                         same, cause = False, refused
                     if same:
@@ -819,6 +830,15 @@ _BUILDERS: dict[tuple[Node, ...], Builder] = {}
 _BUILDERS_NODES = 100_000
 _builders_held = [0]  # records in _BUILDERS' keys
 _BUILD_LOCK = threading.Lock()  # for the writes to _COUNTS and _BUILDERS (reads take none)
+
+
+def leaves_changed(count: int, now: int) -> ValueError:
+    """The error for a leaves list that user code changed while a tree was built from it (the
+    native builder raises it too)."""
+    return ValueError(
+        f"leaves: expected the list to keep its {count} leaves while the tree is built, got {now} "
+        "(an unflatten function changed it)"
+    )
 
 
 def _interpret(nodes: tuple[Node, ...], leaves: list[Any]) -> Any:

@@ -354,10 +354,14 @@ PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
     top = 0;
     goto done;
 changed: /* the count was checked before any user code ran: an unflatten function changed the list */
-    PyErr_Format(PyExc_ValueError,
-                 "leaves: expected the list to keep its %zd leaves while the tree is built, got %zd (an unflatten "
-                 "function changed it)",
-                 PyLong_AsSsize_t(PyTuple_GET_ITEM(root, 3)), PyList_GET_SIZE(leaves));
+    {
+        PyObject *exc = PyObject_CallMethod(S.treedef_mod, "leaves_changed", "nn",
+                                            PyLong_AsSsize_t(PyTuple_GET_ITEM(root, 3)), PyList_GET_SIZE(leaves));
+        if (exc != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_DECREF(exc);
+        }
+    }
     goto fail;
 defer:
     *defer = 1;
