@@ -368,6 +368,7 @@ class TreeDef:
             tree = NATIVE.build(self._nodes, leaves)
             if tree is not NATIVE.DEFER:
                 return tree
+        count = len(leaves)  # (before _compiled: its look-up compares node data, which may run code)
         build = self._builder
         if build is None:
             build = _compiled(self)
@@ -375,7 +376,6 @@ class TreeDef:
                 build = _interpret
             else:
                 self._builder = build
-        count = len(leaves)
         try:
             tree = build(self._nodes, leaves)
         except (StopIteration, IndexError):  # the leaves ran out: an unflatten function changed the list?
