@@ -335,18 +335,7 @@ static PyObject *frames_list(Frame *frames, Py_ssize_t upto) {
 /* The key path of the top frame's child `key` leads to, for an error: the walk's own with
  * paths, else found from the frames as the pure walker finds it. New reference. */
 static PyObject *error_path(Frame *frames, Py_ssize_t depth, PyObject **path, PyObject *key, int with_path) {
-    if (with_path) {
-        if (depth == 1) {
-            Py_INCREF(S.empty_tuple);
-            return S.empty_tuple;
-        }
-        PyObject *out = PyTuple_New(depth - 1);
-        if (out == NULL) return NULL;
-        copy_path(out, path, depth);
-        Py_INCREF(key);
-        PyTuple_SET_ITEM(out, depth - 2, key);
-        return out;
-    }
+    if (with_path) return path_to(path, depth, key, 1);
     PyObject *list = frames_list(frames, depth);
     PyObject *out = list == NULL ? NULL : tk_frame_path(list);
     Py_XDECREF(list);
