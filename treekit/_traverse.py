@@ -123,6 +123,9 @@ def flatten(
                         break
                 else:
                     count = len(kids)
+                    if kid_keys is not None and len(kid_keys) != count:  # code run since its keys were made changed it
+                        count = min(count, len(kid_keys))
+                        kids, kid_keys = kids[:count], kid_keys[:count]
                     leaves += kids
                     nodes += _LEAF_RUNS[count] if count < 16 else repeat(LEAF, count)
                     add_node((child_type, kid_data, count, count, count + 1))
@@ -144,7 +147,7 @@ def flatten(
             ntype = child_type
             data = kid_data
             children = kids
-            n = len(kids)
+            n = len(kids) if kid_keys is None else min(len(kids), len(kid_keys))  # (as in the leaves' case)
             i = 0
             keys = kid_keys
             prefix = None
