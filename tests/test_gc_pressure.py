@@ -41,7 +41,6 @@ the core under test. The ``test_flaky_*`` tests pin the flaky-function rule exac
 from __future__ import annotations
 
 import collections
-import dataclasses
 import gc
 import itertools
 import pickle
@@ -51,6 +50,7 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import pytest
+from garbage import DC, NT  # (the fuzz's own namedtuple and dataclass)
 
 pytest.importorskip("hypothesis")
 
@@ -148,18 +148,6 @@ class Data:
 
     def __repr__(self) -> str:
         return f"Data({self.tag!r})"
-
-
-class NT(NamedTuple):
-    a: Any
-    b: Any
-
-
-@dataclasses.dataclass
-class DC:
-    x: Any
-    y: Any
-    tag: str = treekit.static(default="t")
 
 
 class Box:
