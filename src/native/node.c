@@ -731,46 +731,33 @@ call:;
                 Py_DECREF(r);
                 return 0;
             }
-            /* (key entry, child) pairs, unzipped as treekit._registry._unzip_keyed does. The
-             * pairs are held first, in a C array (no code runs while it is filled: `first` may
-             * be a list user code holds), then the two tuples are made from them. */
+            /* (key entry, child) pairs, unzipped as treekit._registry._unzip_keyed does, into two
+             * tuples made first (nothing else holds them, and they cost less than lists); then
+             * `first` (a list user code may hold, which a collection while they were made may
+             * have changed) is read by its size as it is then, with nothing run meanwhile */
             Py_ssize_t n = PySequence_Fast_GET_SIZE(first), j = 0;
-            PyObject *few[16], **pairs = n <= 16 ? few : PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
-            if (pairs == NULL) {
-                Py_DECREF(r);
-                Py_CLEAR(*data);
-                PyErr_NoMemory();
-                return -1;
-            }
-            for (; j < n; j++) {
-                pairs[j] = PySequence_Fast_GET_ITEM(first, j);
-                if (!PyTuple_CheckExact(pairs[j]) || PyTuple_GET_SIZE(pairs[j]) != 2) break;
-                Py_INCREF(pairs[j]);
-            }
-            int whole = j == n;
-            *kids = whole ? PyTuple_New(n) : NULL; /* tuples: nothing else holds them, and they cost less than lists */
-            if (*kids != NULL) PyObject_GC_UnTrack(*kids);
+            *kids = PyTuple_New(n);
+            if (*kids != NULL) PyObject_GC_UnTrack(*kids); /* (while *keys is made) */
             *keys = *kids == NULL ? NULL : PyTuple_New(n);
-            if (*keys != NULL) PyObject_GC_UnTrack(*keys);
-            for (Py_ssize_t i = 0; i < j; i++) {
-                if (*keys != NULL) {
-                    Py_INCREF(PyTuple_GET_ITEM(pairs[i], 0));
-                    PyTuple_SET_ITEM(*keys, i, PyTuple_GET_ITEM(pairs[i], 0));
-                    Py_INCREF(PyTuple_GET_ITEM(pairs[i], 1));
-                    PyTuple_SET_ITEM(*kids, i, PyTuple_GET_ITEM(pairs[i], 1));
-                }
-                Py_DECREF(pairs[i]);
+            int whole = *keys != NULL && PySequence_Fast_GET_SIZE(first) == n;
+            for (; whole && j < n; j++) {
+                PyObject *pair = PySequence_Fast_GET_ITEM(first, j);
+                if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) break;
+                Py_INCREF(PyTuple_GET_ITEM(pair, 0));
+                PyTuple_SET_ITEM(*keys, j, PyTuple_GET_ITEM(pair, 0));
+                Py_INCREF(PyTuple_GET_ITEM(pair, 1));
+                PyTuple_SET_ITEM(*kids, j, PyTuple_GET_ITEM(pair, 1));
             }
-            if (pairs != few) PyMem_Free(pairs);
-            if (*keys != NULL) {
-                tk_filled(*kids);
-                tk_filled(*keys);
+            if (whole && j == n) {
+                PyObject_GC_Track(*kids);
                 Py_DECREF(r);
                 return 0;
             }
-            Py_CLEAR(*kids);
+            int failed = *keys == NULL;
+            Py_CLEAR(*kids); /* (their unset items are NULL) */
+            Py_CLEAR(*keys);
             Py_CLEAR(*data);
-            if (whole) { /* a tuple could not be made */
+            if (failed) { /* a tuple could not be made */
                 Py_DECREF(r);
                 return -1;
             }
