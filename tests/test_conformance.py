@@ -1,10 +1,10 @@
 """What code written for ``jax.tree_util`` relies on, checked on treekit (issue 12).
 
-The cases come from running JAX's own ``tests/tree_util_test.py`` (jax 0.10.2) against treekit
-and from the issue's numbered items; they are written here in our own words. Deliberate
-differences are pinned in ``test_deliberate_*`` and explained in docs/migration.md.
+The cases come from running JAX's own ``tests/tree_util_test.py`` against treekit (jax 0.10.2
+for issue 12; the newest file, on jax 0.12 and Python 3.13, for issue 22) and from the issues'
+numbered items; they are written here in our own words. Deliberate differences are pinned in
+``test_deliberate_*`` and explained in docs/migration.md.
 """
-
 from __future__ import annotations
 
 import collections
@@ -17,6 +17,7 @@ import pytest
 
 import treekit
 from treekit import tree_flatten, tree_map, tree_structure, tree_unflatten
+from treekit._registry import lookup
 
 Registered = Callable[[type, Callable[[type], Any]], Any]
 
@@ -339,3 +340,15 @@ def test_deliberate_no_proto_serialization_but_pickle() -> None:
     treedef = tree_structure([1, [2], (3,), {"a": 4, "b": 5}])
     assert not hasattr(treedef, "serialize_using_proto")
     assert pickle.loads(pickle.dumps(treedef)) == treedef
+
+
+def test_deliberate_register_dataclass_takes_no_bare_string() -> None:
+    # docs/migration.md, "Smaller differences": a string is refused, not read as its characters.
+    @dataclasses.dataclass
+    class Norm:
+        scale: float
+        cache: Any = None
+
+    with pytest.raises(TypeError, match=re.escape("got str (one name goes in a list: drop_fields=['cache'])")):
+        treekit.register_dataclass(Norm, drop_fields="cache")
+    assert lookup(Norm) is None

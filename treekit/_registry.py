@@ -719,7 +719,8 @@ def register_dataclass(
             continue
         if isinstance(names, str) or not isinstance(names, Iterable) or not all(isinstance(n, str) for n in names):
             what = type(names).__name__ if isinstance(names, str) or not isinstance(names, Iterable) else "other items"
-            raise TypeError(f"{label}: expected a sequence of attribute names (str), got {what}")
+            hint = f" (one name goes in a list: {label}=[{names!r}])" if isinstance(names, str) else ""
+            raise TypeError(f"{label}: expected a sequence of attribute names (str), got {what}{hint}")
     if data_fields is None or meta_fields is None:
         if (data_fields is None) != (meta_fields is None):
             raise TypeError(
@@ -731,7 +732,7 @@ def register_dataclass(
                 f"register_dataclass: {nodetype.__qualname__} is not a dataclass; "
                 "pass data_fields and meta_fields"
             )
-        fields = dataclasses.fields(nodetype)
+        fields = [f for f in dataclasses.fields(nodetype) if f.name not in drop_fields]
         data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
         meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
     data = tuple(data_fields)
