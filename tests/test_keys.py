@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import pickle
+import pydoc
 from typing import Any
 
 import pytest
@@ -174,3 +176,17 @@ def test_user_keys() -> None:
     assert not isinstance(object(), UserKey)
     assert keystr((DictKey("a"), Slot(1))) == "['a']<slot 1>"
     assert keystr((Slot(1), SequenceKey(0)), simple=True, separator="/") == "<slot 1>/0"
+
+
+@pytest.mark.parametrize(
+    ("cls", "field"),
+    [(SequenceKey, "idx"), (DictKey, "key"), (GetAttrKey, "name"), (FlattenedIndexKey, "key")],
+)
+def test_key_classes_have_their_dataclass_signature(cls: type, field: str) -> None:
+    # help(), IDEs and Sphinx read it; under the native core the class's __init__ is in C
+    # (Python 3.13's inspect cannot bind it to the class: the signature says the fields).
+    signature = inspect.signature(cls)
+    assert list(signature.parameters) == [field]
+    assert signature.parameters[field].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert signature.bind(1).arguments == {field: 1}
+    assert f"{cls.__name__}({field}:" in pydoc.render_doc(cls, renderer=pydoc.plaintext)
