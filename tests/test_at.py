@@ -414,7 +414,7 @@ def test_a_raising_flatten_function_is_noted_with_type_and_key_path(
     """Issue 21 item 1: the bare user exception escaped with no key path. Now it is noted as
     flatten and tree_map note it (treekit._errors.flatten_noted): the same class and message,
     a PEP 678 note naming the node type and the key path of the node whose flatten raised."""
-    with pytest.raises(error, match=f"^{re.escape(message)}") as info:  # (on 3.10 the note follows)
+    with pytest.raises(error, match=f"^{re.escape(message)}") as info:
         call()
     assert type(info.value) is error
     assert info.value.__notes__ == [f"{where}: raised while flattening Raising"]

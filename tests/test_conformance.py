@@ -5,6 +5,7 @@ for issue 12; the newest file, on jax 0.12 and Python 3.13, for issue 22) and fr
 numbered items; they are written here in our own words. Deliberate differences are pinned in
 ``test_deliberate_*`` and explained in docs/migration.md.
 """
+
 from __future__ import annotations
 
 import collections

@@ -295,7 +295,7 @@ def test_a_failing_flatten_function_keeps_its_class_with_a_note_naming_type_and_
     with pytest.raises(error) as info:
         call(Bad(mode))
     assert type(info.value) is error
-    assert str(info.value).split("\n")[0] == message  # (on Python 3.10 the note follows, see noted)
+    assert str(info.value).split("\n")[0] == message
     assert info.value.__notes__ == [f"{where}: raised while flattening Bad"]
 
 
@@ -754,41 +754,6 @@ def test_params_helpers_name_the_leaf() -> None:
     assert info.value.__notes__ == [
         "tree_random_like: drawing the leaf raised at [0] (sampler on the shape and dtype of target_tree's leaf)"
     ]
-
-
-def test_python_3_10_road_raises_a_same_class_copy_from_the_original(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Python 3.10 prints no notes: the note goes into the message of an exception of the same
-    class, raised from the original; a class that can't be built so keeps only ``__notes__``."""
-    from treekit import _errors
-
-    monkeypatch.setattr(_errors, "_PRINTS_NOTES", False)
-    note = "tree_map: f raised at ['layers'][1]['w'] (arguments from tree)"
-    with pytest.raises(ZeroDivisionError) as info:
-        treekit.tree_map(_div, LAYERS)
-    assert type(info.value) is ZeroDivisionError
-    assert str(info.value) == f"integer division or modulo by zero\n{note}"
-    assert info.value.__notes__ == [note]
-    assert type(info.value.__cause__) is ZeroDivisionError
-    assert info.value.__cause__.__notes__ == [note]
-
-    error = KeyError("w")  # str(KeyError(m)) is repr(m): not built again
-
-    def f(x: Any) -> Any:
-        raise error
-
-    with pytest.raises(KeyError) as key_info:
-        treekit.tree_map(f, [1])
-    assert key_info.value is error
-    assert error.__notes__ == ["tree_map: f raised at [0] (arguments from tree)"]
-
-    class Custom(Exception):
-        def __init__(self, code: int, text: str) -> None:
-            super().__init__(code, text)
-
-    with pytest.raises(Custom) as custom:
-        treekit.tree_map(lambda x: (_ for _ in ()).throw(Custom(1, "x")), [1])
-    assert custom.value.__notes__ == ["tree_map: f raised at [0] (arguments from tree)"]
-    assert custom.value.__cause__ is None
 
 
 # -- issue 13 item 13: errors about user objects, and arguments, say what is wrong -------------

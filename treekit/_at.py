@@ -137,10 +137,8 @@ def _descend(tree: Any, path: Any, label: str, sep: str) -> tuple[list[_Frame], 
         try:
             children, data, keys = ntype.flatten(node, True)
         except Exception as exc:  # the user's exception goes on, noted with the key path (as flatten does)
-            again = flatten_noted(label, tuple(done), type(node), exc)
-            if again is exc:
-                raise
-            raise again from exc
+            flatten_noted(label, tuple(done), type(node), exc)
+            raise
         assert keys is not None
         if keystr_form:
             index, next_pos = _keystr_index(path, pos, keys)

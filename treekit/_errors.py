@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from treekit._keys import KeyPath, keystr
@@ -20,9 +19,6 @@ __all__ = [
     "type_names",
     "where_text",
 ]
-
-_PRINTS_NOTES = sys.version_info >= (3, 11)  # a flag, so tests can take the Python 3.10 road too
-
 
 def safe_repr(value: Any, limit: int | None = None) -> str:
     """``repr(value)`` (its first ``limit`` characters), or a stand-in if that ``repr`` raises:
@@ -255,14 +251,7 @@ def where_text(path: KeyPath) -> str:
 
 
 def noted(exc: Exception, note: str) -> Exception:
-    """``exc`` with ``note`` added (PEP 678); the exception to raise in its place.
-
-    On Python 3.11+ that is ``exc`` itself, with the note added (tracebacks print it under
-    the message). On 3.10, which prints no notes, ``__notes__`` is set the same way, and the
-    return value is a new exception of ``exc``'s class whose message ends with the note, to
-    be raised ``from exc``; if the class cannot be built from one message (its constructor
-    takes other arguments, or its ``str`` is not the message, as ``KeyError``'s), ``exc``
-    itself, with the note only in ``__notes__``.
+    """``exc``, with ``note`` added (PEP 678: tracebacks print it under the message).
 
     >>> err = ValueError('bad shape')
     >>> noted(err, "tree_map: f raised at ['w'] (arguments from tree)") is err
@@ -270,23 +259,8 @@ def noted(exc: Exception, note: str) -> Exception:
     >>> err.__notes__
     ["tree_map: f raised at ['w'] (arguments from tree)"]
     """
-    if _PRINTS_NOTES:
-        exc.add_note(note)  # type: ignore[attr-defined,unused-ignore]  # 3.11+
-        return exc
-    notes = getattr(exc, "__notes__", None)
-    if not isinstance(notes, list):
-        notes = []
-    notes.append(note)
-    setattr(exc, "__notes__", notes)  # noqa: B010  # what add_note does
-    message = f"{exc}\n{note}"
-    try:
-        again = type(exc)(message)
-    except Exception:
-        return exc
-    if type(again) is not type(exc) or str(again) != message:
-        return exc
-    setattr(again, "__notes__", list(notes))  # noqa: B010
-    return again
+    exc.add_note(note)
+    return exc
 
 
 def type_names(a: type, b: type) -> tuple[str, str, str | None]:

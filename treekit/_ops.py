@@ -227,10 +227,7 @@ def leafwise(
 def _raise_noted(exc: Exception, where: str, path: KeyPath) -> NoReturn:
     """Raise ``exc`` (raised by the user's function at the leaf ``path``) with its note (see :func:`leafwise`)."""
     label, _, arguments = where.partition("|")
-    again = noted(exc, f"{label} raised at {where_text(path)} ({arguments})")
-    if again is exc:
-        raise exc
-    raise again from exc
+    raise noted(exc, f"{label} raised at {where_text(path)} ({arguments})")
 
 
 def _map_where(with_path: bool, n_rest: int) -> str:
@@ -373,10 +370,8 @@ def tree_reduce(
         if not leaves:  # functools.reduce's own TypeError: nothing to reduce
             raise
         where = where_text(_path(tree, is_leaf, len(leaves) - operator.length_hint(it) - 1))
-        again = noted(exc, f"tree_reduce: function raised at {where} (arguments: the value so far, that leaf of tree)")
-        if again is exc:
-            raise
-        raise again from exc
+        noted(exc, f"tree_reduce: function raised at {where} (arguments: the value so far, that leaf of tree)")
+        raise
 
 
 def tree_reduce_associative(

@@ -108,10 +108,8 @@ def flatten(
                     kids, kid_data, kid_keys = child_type.flatten(child, with_path)
                 except Exception as exc:  # the user's exception goes on, noted with the key path
                     frames = [*stack[1:], (node, ntype, data, children, n, i)] if stack else []
-                    again = flatten_noted(label, tuple(_frame_keys(frames)), type(child), exc)
-                    if again is exc:
-                        raise
-                    raise again from exc
+                    flatten_noted(label, tuple(_frame_keys(frames)), type(child), exc)
+                    raise
             if not kids:
                 add_node((child_type, kid_data, 0, 0, 1))
                 continue

@@ -562,10 +562,7 @@ class TreeDef:
                 if type(cause) is _Incomparable:
                     got_data = None if got_node is None else got_node[1]
                     raise incomparable(label, path, record, got_data, cause) from cause.error
-                problem = flatten_noted(label, path, type(sub), cause)
-                if problem is cause:  # the user's own exception, noted with its key path
-                    raise cause
-                raise problem from cause
+                raise flatten_noted(label, path, type(sub), cause)  # the user's own exception, noted with its key path
             errors += [
                 (start, stop, mismatch(label, _unlink(link), record, sub, got_node))
                 for start, stop, link, record, sub, got_node, _ in reversed(problems)
@@ -958,10 +955,8 @@ def _unflatten(ntype: NodeType, data: Any, children: list[Any]) -> Any:
     except Exception as exc:  # the user's exception goes on, noted with the node it was building
         if ntype.kind != "custom" and ntype.kind != "dataclass":
             raise
-        again = unflatten_noted(ntype.type, data, len(children), exc)  # (the native builder's note too)
-        if again is exc:
-            raise
-        raise again from exc
+        unflatten_noted(ntype.type, data, len(children), exc)  # (the native builder's note too)
+        raise
 
 
 def tuple_of(treedefs: Iterable[TreeDef]) -> TreeDef:

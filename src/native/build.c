@@ -223,23 +223,13 @@ static PyObject *unflatten_failed(PyObject *ntype, PyObject *data, Py_ssize_t n)
     PyErr_NormalizeException(&type, &exc, &tb);
     if (tb != NULL && exc != NULL) PyException_SetTraceback(exc, tb);
     PyObject *cls = exc == NULL ? NULL : PyObject_GetAttrString(ntype, "type");
-    PyObject *again = cls == NULL ? NULL : PyObject_CallMethod(S.errors, "unflatten_noted", "OOnO", cls, data, n, exc);
+    PyObject *noted = cls == NULL ? NULL : PyObject_CallMethod(S.errors, "unflatten_noted", "OOnO", cls, data, n, exc);
     Py_XDECREF(cls);
-    if (again == exc) {
-        Py_DECREF(again);
-        PyErr_Restore(type, exc, tb); /* the references fetched */
+    if (noted != NULL) { /* the user's exception goes on, its note added */
+        Py_DECREF(noted);
+        PyErr_Restore(type, exc, tb); /* (steals the references fetched) */
         return NULL;
-    }
-    if (again != NULL && PyExceptionInstance_Check(again)) { /* `raise again from exc` */
-        Py_INCREF(exc);
-        PyException_SetCause(again, exc);
-        Py_INCREF(exc);
-        PyException_SetContext(again, exc);
-        PyErr_SetObject((PyObject *)Py_TYPE(again), again);
-    } else if (again != NULL) {
-        PyErr_SetString(PyExc_SystemError, "treekit._errors.unflatten_noted returned no exception");
     } /* (else the noting's own error, set) */
-    Py_XDECREF(again);
     Py_XDECREF(type);
     Py_XDECREF(exc);
     Py_XDECREF(tb);

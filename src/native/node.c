@@ -101,31 +101,20 @@ int tk_raise_noted(PyObject *label, PyObject *path, PyObject *cls) {
         return -1;
     }
     if (tb != NULL) PyException_SetTraceback(exc, tb);
-    PyObject *again = PyObject_CallMethod(S.errors, "flatten_noted", "OOOO", label, path, cls, exc);
-    if (again == NULL) { /* the noting failed: that error, from the user's */
-        PyObject *t2, *e2, *tb2;
-        PyErr_Fetch(&t2, &e2, &tb2);
-        PyErr_NormalizeException(&t2, &e2, &tb2);
-        if (e2 != NULL) {
-            Py_INCREF(exc);
-            PyException_SetContext(e2, exc);
-        }
-        PyErr_Restore(t2, e2, tb2);
-    } else if (again == exc) {
-        Py_DECREF(again);
-        PyErr_Restore(type, exc, tb); /* the references fetched */
+    PyObject *noted = PyObject_CallMethod(S.errors, "flatten_noted", "OOOO", label, path, cls, exc);
+    if (noted != NULL) { /* the user's exception goes on, its note added */
+        Py_DECREF(noted);
+        PyErr_Restore(type, exc, tb); /* (steals the references fetched) */
         return -1;
-    } else if (PyExceptionInstance_Check(again)) { /* `raise again from exc` */
-        Py_INCREF(exc);
-        PyException_SetCause(again, exc); /* (steals) */
-        Py_INCREF(exc);
-        PyException_SetContext(again, exc);
-        PyErr_SetObject((PyObject *)Py_TYPE(again), again);
-        Py_DECREF(again);
-    } else {
-        Py_DECREF(again);
-        PyErr_SetString(PyExc_SystemError, "treekit._errors.flatten_noted returned no exception");
     }
+    PyObject *t2, *e2, *tb2; /* the noting failed: that error, in the context of the user's */
+    PyErr_Fetch(&t2, &e2, &tb2);
+    PyErr_NormalizeException(&t2, &e2, &tb2);
+    if (e2 != NULL) {
+        Py_INCREF(exc);
+        PyException_SetContext(e2, exc); /* (steals) */
+    }
+    PyErr_Restore(t2, e2, tb2);
     Py_XDECREF(type);
     Py_DECREF(exc);
     Py_XDECREF(tb);
