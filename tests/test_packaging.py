@@ -9,14 +9,19 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import treekit
+
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(treekit.__file__).resolve().parent  # the checkout's, or the installed one (CI tests the wheel)
 DISTRIBUTION = "jax-treekit"  # `treekit` on the package index is an unrelated project
-TEXT_FILES = ["README.md", "CHANGELOG.md", "pyproject.toml", ".ci/run", "docs/*.md", "docs/*.py", "treekit/**/*.py",
-              "tests/**/*.py", "examples/**/*.py", "benchmarks/**/*.py"]
+TEXT_FILES = ["README.md", "CHANGELOG.md", "pyproject.toml", ".ci/run", "docs/*.md", "docs/*.py", "tests/**/*.py",
+              "examples/**/*.py", "benchmarks/**/*.py"]
 
 
 def _normalized(name: str) -> str:
@@ -61,6 +66,7 @@ def test_install_hint_parser() -> None:
 def test_no_text_tells_users_to_install_the_unrelated_treekit() -> None:
     problems = []
     files = sorted({path for pattern in TEXT_FILES for path in ROOT.glob(pattern) if "_build" not in path.parts})
+    files += sorted(PACKAGE.glob("**/*.py"))
     assert len(files) > 20
     for path in files:
         for requirement in _install_requirements(path.read_text()):
@@ -73,18 +79,32 @@ def test_no_text_tells_users_to_install_the_unrelated_treekit() -> None:
 def test_install_hints_name_the_distribution() -> None:
     testing_page = (ROOT / "docs" / "testing.md").read_text()
     assert f"{DISTRIBUTION}[testing]" in _install_requirements(testing_page)
-    main = (ROOT / "treekit" / "__main__.py").read_text()
+    main = (PACKAGE / "__main__.py").read_text()
     assert f"{DISTRIBUTION}[jax]" in _install_requirements(main)
 
 
-def _pyproject() -> dict[str, object]:
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    project: dict[str, object] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return project
+def _pyproject() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())  # type: ignore[no-any-return]
+
+
+def test_the_python_floor_is_the_same_everywhere() -> None:
+    # requires-python, the classifiers, the wheels built and the README say the same versions.
+    pyproject = _pyproject()
+    floor = re.fullmatch(r">=3\.(\d+)", pyproject["project"]["requires-python"])
+    assert floor is not None
+    minors = [int(m) for c in pyproject["project"]["classifiers"] for m in re.findall(r"Python :: 3\.(\d+)$", c)]
+    assert minors == list(range(int(floor.group(1)), minors[-1] + 1)), minors
+    wheels = [int(m) for m in re.findall(r"cp3(\d+)-\*", pyproject["tool"]["cibuildwheel"]["build"])]
+    assert wheels == minors
+    assert pyproject["tool"]["ruff"]["target-version"] == f"py3{minors[0]}"
+    assert pyproject["tool"]["mypy"]["python_version"] == f"3.{minors[0]}"
+    readme = (ROOT / "README.md").read_text()
+    assert f"Python 3.{minors[0]} to 3.{minors[-1]}" in readme
+    assert sys.version_info[:2] >= (3, minors[0])
 
 
 def test_pyproject_names_the_distribution_and_its_license() -> None:
-    project = _pyproject()
+    project = _pyproject()["project"]
     assert project["name"] == DISTRIBUTION
     assert project["license"] == "Apache-2.0"  # an SPDX expression (PEP 639)
     assert project["license-files"] == ["LICENSE"]
@@ -149,13 +169,9 @@ def test_type_checkers_see_the_installed_package(tmp_path: Path) -> None:
 def test_the_wheels_test_command_passes_here() -> None:
     """pyproject's [tool.cibuildwheel] test command (what every published wheel must pass:
     the native core is in it) passes against this install where the native core is built."""
-    tomllib = pytest.importorskip("tomllib")
-    import treekit
-
     if treekit.backend() != "native":
         pytest.skip("the native core is not in use")
-    settings = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
-    assert settings["build"].split() == ["cp310-*", "cp311-*", "cp312-*", "cp313-*"]
+    settings = _pyproject()["tool"]["cibuildwheel"]  # (its Pythons: test_the_python_floor_is_the_same_everywhere)
     command = shlex.split(settings["test-command"])
     assert command[:2] == ["python", "-c"]
     done = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True, timeout=60)
