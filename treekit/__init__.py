@@ -144,7 +144,7 @@ def __getattr__(name: str) -> _typing.Any:
 def __dir__() -> list[str]:
     return sorted({*globals(), *_FROM_PARAMS})
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "DictKey",
