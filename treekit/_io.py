@@ -18,9 +18,8 @@ import os
 import sys
 import tempfile
 import zipfile
-from typing import Any
+from typing import Any, NoReturn
 
-from treekit._checks import tree_diff
 from treekit._describe import is_array
 from treekit._errors import StructureMismatchError
 from treekit._keys import KeyPath, keystr
@@ -122,20 +121,46 @@ def _decode(data: Any) -> Any:
 
 
 # -- save -------------------------------------------------------------------------------------
-def _leaf_record(leaf: Any, arrays: dict[str, Any]) -> Any:
+def _key_impl(leaf: Any) -> str | None:
+    """The PRNG implementation's name (``'threefry2x32'``) of a typed jax key array, else None."""
+    if "jax" not in sys.modules or not hasattr(leaf, "dtype"):
+        return None
+    import jax
+
+    if not isinstance(leaf, jax.Array) or not jax.numpy.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        return None
+    return str(jax.random.key_impl(leaf))
+
+
+def _leaf_record(leaf: Any, path: str, arrays: dict[str, Any]) -> Any:
     import numpy as np
 
     if is_array(leaf) or (hasattr(leaf, "__array__") and hasattr(leaf, "dtype")):
-        array = np.asarray(leaf)
+        record: dict[str, Any] = {"path": path}
+        impl = _key_impl(leaf)
+        if impl is not None:  # a typed key: its key data (uint32), and the implementation's name
+            import jax
+
+            leaf, record["key_impl"] = jax.random.key_data(leaf), impl
+        try:
+            array = np.asarray(leaf)
+        except Exception as exc:
+            raise _Unsaveable(f"{type(leaf).__name__} that numpy cannot read ({type(exc).__name__}: {exc})") from None
         if array.dtype.hasobject:
             raise _Unsaveable(f"an array of dtype {array.dtype} (objects are saved only by pickle)")
         name = str(len(arrays))
+        record.update(array=name, dtype=array.dtype.name)
+        if array.dtype.num >= 256 or array.dtype.kind == "V":  # not numpy's own (bfloat16, float8, int4): raw bytes
+            record["shape"] = list(array.shape)
+            array = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
         arrays[name] = array
-        record: dict[str, Any] = {"array": name, "dtype": array.dtype.name}
         if isinstance(leaf, np.generic):
             record["scalar"] = True
         return record
-    return {"value": _encode(leaf)}
+    try:
+        return {"path": path, "value": _encode(leaf)}
+    except _Unsaveable:  # a function made in a function, an object: like's leaf takes its place
+        return {"path": path, "template": _name(type(leaf))}
 
 
 def _node_record(ntype: Any, data: Any, arity: int) -> dict[str, Any]:
@@ -155,7 +180,16 @@ def _node_record(ntype: Any, data: Any, arity: int) -> dict[str, Any]:
         return record
     if ntype is NAMEDTUPLE:
         return {"node": "namedtuple", "n": arity, "type": _ref(data)}
-    return {"node": "registered", "n": arity, "type": _ref(ntype.type), "data": _encode(data)}
+    if kind == "jax":  # registered with JAX only: its node data is JAX's, rebuilt only into a template
+        return {"node": "jax", "n": arity, "type": _name(ntype.type)}
+    try:
+        return {"node": "registered", "n": arity, "type": _ref(ntype.type), "data": _encode(data)}
+    except _Unsaveable:  # node data that is not plain data: rebuilt only into a template
+        return {"node": "template", "n": arity, "type": _name(ntype.type)}
+
+
+def _name(cls: type) -> str:
+    return f"{getattr(cls, '__module__', '?')}:{getattr(cls, '__qualname__', cls.__name__)}"
 
 
 def _path_of_node(tree: Any, nodes: tuple[Node, ...], target: int) -> KeyPath:
@@ -184,8 +218,13 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
     Keeps lists, tuples, ``None``, dicts with keys of any JSON-able type (in insertion order),
     ``OrderedDict``, ``defaultdict``, namedtuples, registered dataclasses and other
     registered nodes whose node data are numbers, strings, tuples, lists, dicts or
-    module-level classes and functions. Array leaves (numpy, jax: saved as numpy) are stored
-    as ``.npy`` members; numbers, strings and bytes in the structure record. Nothing is
+    module-level classes and functions. Any other node (registered with JAX only, as
+    equinox Modules, nnx ``State``, flax's ``FrozenDict``; or with other node data) and any
+    leaf the record cannot hold (a function defined in a function) is saved without what
+    only its class knows: :func:`load` rebuilds it into a template (``like=``). Array leaves
+    (numpy, jax: saved as numpy; typed PRNG keys as their key data and implementation;
+    bfloat16, float8 and other ml_dtypes as raw bytes with their dtype) are stored as
+    ``.npy`` members; numbers, strings and bytes in the structure record. Nothing is
     pickled. The file is written to a temporary file in the same folder and renamed over
     ``path`` only once complete: a crash or error leaves the old file (or none), never half
     of a new one.
@@ -202,14 +241,14 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
         tree: Any pytree whose nodes and leaves are of the kinds above.
 
     Raises:
-        TypeError: If a leaf or node data cannot be saved without pickle (an arbitrary
-            object, an object array, a class defined in a function); the message names its
-            key path. Nothing is written then.
+        TypeError: If an array leaf cannot be saved without pickle (an object array, one
+            numpy cannot read); the message names its key path. Nothing is written then.
         OSError: If the file cannot be written.
     """
     import numpy as np
 
-    leaves, treedef, _ = flatten(tree)
+    leaves, treedef, paths = flatten(tree, with_path=True)
+    assert paths is not None
     nodes = treedef._nodes
     arrays: dict[str, Any] = {}
     records: list[Any] = []
@@ -217,7 +256,7 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
     for at, (ntype, data, arity, _, _) in enumerate(nodes):
         try:
             if ntype is None:
-                records.append(_leaf_record(leaves[leaf_index], arrays))
+                records.append(_leaf_record(leaves[leaf_index], keystr(paths[leaf_index]), arrays))
                 leaf_index += 1
             else:
                 records.append(_node_record(ntype, data, arity))
@@ -286,25 +325,55 @@ def _rebuild(record: Any, arrays: dict[str, Any]) -> Any:
     if record.get("version") != _VERSION:
         raise ValueError(f"structure record version {record.get('version')!r}; this treekit reads {_VERSION}")
     stack: list[Any] = []
+    firsts: list[str | None] = []  # the key path of each subtree's first leaf (for messages)
     for entry in record["nodes"]:
-        if "array" in entry:
-            value = arrays[entry["array"]]
-            if value.dtype.name != entry["dtype"]:
-                value = value.view(_dtype(entry["dtype"]))
-            stack.append(value[()] if entry.get("scalar") else value)
-            continue
-        if "value" in entry:
-            stack.append(_decode(entry["value"]))
+        if "template" in entry and "node" not in entry:
+            raise NeedsTemplate(entry["template"], entry.get("path"), leaf=True)
+        if "array" in entry or "value" in entry:
+            stack.append(_leaf(entry, arrays))
+            firsts.append(entry.get("path"))
             continue
         kind, n = entry["node"], entry["n"]
         if type(n) is not int or not 0 <= n <= len(stack):
             raise ValueError(f"a {kind} node with {n!r} children")
+        first = next((f for f in firsts[len(firsts) - n :] if f is not None), None)
+        if kind in ("jax", "template"):
+            raise NeedsTemplate(entry["type"], first)
         children = stack[len(stack) - n :]
-        del stack[len(stack) - n :]
+        del stack[len(stack) - n :], firsts[len(firsts) - n :]
         stack.append(_node(kind, entry, children))
+        firsts.append(first)
     if len(stack) != 1:
         raise ValueError(f"{len(stack)} trees, not one")
     return stack[0]
+
+
+def _leaf(entry: dict[str, Any], arrays: dict[str, Any]) -> Any:
+    if "value" in entry:
+        return _decode(entry["value"])
+    value = arrays[entry["array"]]
+    if value.dtype.name != entry["dtype"]:
+        value = value.view(_dtype(entry["dtype"]))
+    if "shape" in entry:
+        value = value.reshape(entry["shape"])
+    if "key_impl" in entry:  # a typed PRNG key array: its key data, wrapped again
+        import jax
+
+        return jax.random.wrap_key_data(value, impl=entry["key_impl"])
+    return value[()] if entry.get("scalar") else value
+
+
+class NeedsTemplate(ValueError):
+    """A saved node that only its class can rebuild (registered with JAX only, or with node data
+    that is not plain data): :func:`load` needs ``like=``."""
+
+    def __init__(self, ref: str, first: str | None, leaf: bool = False) -> None:
+        what = "leaf" if leaf else "node holding"
+        where = "the root" if first == "" else f"the {what} {first}" if first else "a node without leaves"
+        super().__init__(
+            f"file: {where} is a {ref.replace(':', '.')}, which only its class can build: pass like= "
+            "(a tree of the same structure, such as the model made again) to load into it"
+        )
 
 
 def _dtype(name: str) -> Any:
@@ -354,7 +423,7 @@ def _node(kind: str, entry: dict[str, Any], children: list[Any]) -> Any:
 
 
 def load(path: str | os.PathLike[str], like: Any = None) -> Any:
-    """The tree :func:`save` wrote to ``path``; with ``like``, checked against it.
+    """The tree :func:`save` wrote to ``path``; with ``like``, restored into that template.
 
     Array leaves come back as numpy arrays (numpy scalars as numpy scalars). A ``.npz`` that
     :func:`save` did not write (``numpy.savez``'s) loads as nested dicts, its keys split on
@@ -377,15 +446,20 @@ def load(path: str | os.PathLike[str], like: Any = None) -> Any:
 
     Args:
         path: A file written by :func:`save` (or any ``.npz``).
-        like: A tree the loaded one must match: structure, array shapes and dtypes, and
-            the types of other leaves (:func:`treekit.tree_diff`); ``None`` checks nothing.
+        like: A template: the result has its structure (node types, static fields, node
+            data) and the file's leaves, found by key path; array leaves (or anything with
+            ``shape`` and ``dtype``) must match the file's in shape and dtype. Needed for
+            nodes only their class builds (registered with JAX only, as equinox Modules and
+            nnx ``State``; or node data that is not plain data) and leaves the record could
+            not hold. ``None``: the file's own structure.
 
     Returns:
         The tree.
 
     Raises:
-        StructureMismatchError: If the tree differs from ``like``; labelled ``file``, its
-            ``path`` the first difference, its message every difference, one per line.
+        StructureMismatchError: If the file differs from ``like``; labelled ``file``, its
+            ``path`` the first difference, its message every difference (missing and extra
+            paths, shapes, dtypes), one per line, the first 20 and then a count.
         PickleRefused: If the file is a pickle or holds an array stored with pickle (a
             ``ValueError``).
         ValueError: If the file is not a zip or a damaged one, or its structure record is
@@ -394,28 +468,97 @@ def load(path: str | os.PathLike[str], like: Any = None) -> Any:
     """
     arrays = read_npz(path)
     raw = arrays.pop(_RECORD, None)
-    if raw is None:
+    if raw is None:  # numpy.savez's: flat names, joined by '/' (flatten_dict's)
+        if like is not None:
+            return _restore(like, arrays, lambda p: keystr(p, simple=True, separator="/"))
         from treekit.params import unflatten_dict
 
-        tree = unflatten_dict(arrays)
-    else:
-        try:
-            record = json.loads(bytes(raw).decode("utf-8"))
-            tree = _rebuild(record, arrays)
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
-            detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
-            raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({detail})") from None
-    if like is not None:
-        _check(tree, like)
-    return tree
+        return unflatten_dict(arrays)
+    try:
+        record = json.loads(bytes(raw).decode("utf-8"))
+        if like is None:
+            return _rebuild(record, arrays)
+        flat = _by_path(record, arrays)
+    except NeedsTemplate:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
+        raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({detail})") from None
+    return _restore(like, flat, keystr)
 
 
-def _check(tree: Any, like: Any) -> None:
-    from treekit._checks import _texts
+def _by_path(record: Any, arrays: dict[str, Any]) -> dict[str, Any]:
+    """The file's leaves by ``keystr`` of their key paths (files of treekit 0.1 record none: rebuilt)."""
+    entries = record.get("nodes") if isinstance(record, dict) else None
+    leaves = [e for e in entries or () if isinstance(e, dict) and "node" not in e]
+    if leaves and all(isinstance(e.get("path"), str) for e in leaves):
+        return {e["path"]: _TEMPLATE if "template" in e else _leaf(e, arrays) for e in leaves}
+    found, _, paths = flatten(_rebuild(record, arrays), with_path=True)
+    assert paths is not None
+    return {keystr(p): leaf for p, leaf in zip(paths, found)}
 
-    diff = tree_diff(like, tree)
-    if diff:
-        first = diff[0]
-        expected, got, detail, _ = _texts(first)
-        rest = "\n".join(d.line("file") for d in diff[1:]) or None
-        raise StructureMismatchError("file", first.path, expected, got, detail, rest)
+
+_SHOWN = 20  # differences listed in one error; the rest are counted
+
+
+def _restore(like: Any, flat: dict[str, Any], name: Any) -> Any:
+    """``like``'s structure holding the leaves of ``flat`` (found by ``name(key path)``), checked."""
+    wanted, treedef, paths = flatten(like, with_path=True)
+    assert paths is not None
+    out: list[Any] = []
+    problems: list[tuple[KeyPath, str, str]] = []
+    used = set()
+    for path, want in zip(paths, wanted):
+        key = name(path)
+        if key not in flat:
+            problems.append((path, _what(want), "nothing (no such path in the file)"))
+            out.append(None)
+            continue
+        used.add(key)
+        value, problem = _fit(flat[key], want)
+        if problem is not None:
+            problems.append((path, *problem))
+        out.append(value)
+    extra = [key for key in flat if key not in used]
+    if problems or extra:
+        _mismatch(problems, [(key, _what(flat[key])) for key in extra])
+    return treedef.unflatten(out)
+
+
+def _mismatch(problems: list[tuple[KeyPath, str, str]], extra: list[tuple[str, str]]) -> NoReturn:
+    """One error for every difference, one a line: like's paths first, then the file's extra ones."""
+    lines = [f"file{keystr(path)}: expected {expected}, got {got}" for path, expected, got in problems]
+    lines += [f"file{key}: expected nothing (like has no such path), got {got}" for key, got in extra]
+    rest = "\n".join(lines[1:_SHOWN]) + (f"\n... and {len(lines) - _SHOWN} more" if len(lines) > _SHOWN else "")
+    path, expected, got = problems[0] if problems else ((), f"no leaf at {extra[0][0]}", extra[0][1])
+    raise StructureMismatchError("file", path, expected, got, None, rest or None)
+
+
+def _what(leaf: Any) -> str:
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+        return f"an array of shape {tuple(leaf.shape)} and dtype {leaf.dtype}"
+    return f"{type(leaf).__name__} {leaf!r:.40}"
+
+
+_TEMPLATE = object()  # a leaf the file did not keep (a function made in a function): like's is used
+
+
+def _fit(got: Any, want: Any) -> tuple[Any, tuple[str, str] | None]:
+    """The file's leaf ``got`` for ``like``'s leaf ``want``, and what differs (None: nothing)."""
+    if got is _TEMPLATE:
+        return want, None
+    if not (hasattr(want, "shape") and hasattr(want, "dtype")):
+        return got, None  # numbers, strings, functions: the file's
+    if not (hasattr(got, "shape") and hasattr(got, "dtype")):
+        return got, (_what(want), _what(got))
+    if tuple(got.shape) != tuple(want.shape):
+        return got, (f"shape {tuple(want.shape)}", f"shape {tuple(got.shape)}")
+    if str(got.dtype) != str(want.dtype):
+        import numpy as np
+
+        target = _dtype(str(want.dtype)) if "key<" not in str(want.dtype) else None
+        if target is not None and got.dtype.kind == "V" and got.dtype.itemsize == target.itemsize:
+            return got.view(target), None  # raw bytes (numpy.savez of bfloat16): like's dtype
+        if target is None or np.dtype(got.dtype) != target:
+            return got, (f"dtype {want.dtype}", f"dtype {got.dtype}")
+    return got, None
