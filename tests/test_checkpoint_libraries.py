@@ -29,7 +29,7 @@ def _same_leaves(a: Any, b: Any) -> None:
 def test_equinox_mlp_loads_into_another_instance(tmp_path: Path) -> None:
     eqx = pytest.importorskip("equinox")
     model = eqx.nn.MLP(2, 3, 8, 2, key=jax.random.key(0))
-    name = tmp_path / "mlp.npz"
+    name = tmp_path / "mlp.safetensors"
     treekit.save(name, model)
     start = "file: the node holding .layers[0].weight is a equinox.nn._linear.Linear, which only its class can build"
     with pytest.raises(ValueError, match=f"^{re.escape(start)}"):
@@ -68,7 +68,7 @@ def test_nnx_state_loads_into_another_models_state(tmp_path: Path) -> None:
     model = Model(nnx.Rngs(0))
     model.eval()
     _, state = nnx.split(model)
-    name = tmp_path / "state.npz"
+    name = tmp_path / "state.safetensors"
     treekit.save(name, state)
     other = Model(nnx.Rngs(1))
     other.eval()
@@ -85,7 +85,7 @@ def test_linen_params_with_frozendict_and_partitioning(tmp_path: Path) -> None:
 
     dense = nn.Dense(4, kernel_init=nn.with_partitioning(nn.initializers.lecun_normal(), (None, "model")))
     params = freeze(dense.init(jax.random.key(0), jnp.ones((1, 3))))
-    name = tmp_path / "linen.npz"
+    name = tmp_path / "linen.safetensors"
     treekit.save(name, params)
     template = freeze(dense.init(jax.random.key(1), jnp.ones((1, 3))))
     loaded = treekit.load(name, like=template)
@@ -102,7 +102,7 @@ def test_haiku_names_round_trip_without_a_template(tmp_path: Path) -> None:
 
     params = hk.transform(forward).init(jax.random.key(0), jnp.ones((1, 3)))
     assert "mlp/~/linear_0" in params
-    name = tmp_path / "haiku.npz"
+    name = tmp_path / "haiku.safetensors"
     treekit.save(name, params)
     loaded = treekit.load(name)
     assert list(loaded) == list(params) and list(loaded["mlp/~/linear_0"]) == list(params["mlp/~/linear_0"])
@@ -119,7 +119,7 @@ def test_optax_states_round_trip(tmp_path: Path) -> None:
     ):
         state = optimizer.init(params)
         _, state = optimizer.update(params, state, params)
-        name = tmp_path / "opt.npz"
+        name = tmp_path / "opt.safetensors"
         treekit.save(name, state)
         fresh = optimizer.init(params)
         loaded = treekit.load(name, like=fresh)
@@ -129,7 +129,7 @@ def test_optax_states_round_trip(tmp_path: Path) -> None:
 
 def test_typed_prng_keys_come_back_typed(tmp_path: Path) -> None:
     keys = {"fry": jax.random.split(jax.random.key(0), 3), "rbg": jax.random.key(1, impl="rbg")}
-    name = tmp_path / "keys.npz"
+    name = tmp_path / "keys.safetensors"
     treekit.save(name, keys)
     for loaded in (treekit.load(name), treekit.load(name, like=keys)):
         for k in keys:
@@ -143,12 +143,14 @@ def test_jax_extra_dtypes_round_trip(tmp_path: Path) -> None:
         name: np.arange(4, dtype=np.float32).astype(getattr(ml_dtypes, name))
         for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
     }
-    name = tmp_path / "dtypes.npz"
-    treekit.save(name, tree)
-    loaded = treekit.load(name)
-    for key, value in tree.items():
-        assert loaded[key].dtype == value.dtype
-        np.testing.assert_array_equal(loaded[key].astype(np.float32), value.astype(np.float32))
+    tree["int4"] = np.arange(4).astype(ml_dtypes.int4)  # (no safetensors code: raw bytes, its dtype recorded)
+    for suffix in (".safetensors", ".npz"):
+        name = tmp_path / f"dtypes{suffix}"
+        treekit.save(name, tree)
+        loaded = treekit.load(name)
+        for key, value in tree.items():
+            assert loaded[key].dtype == value.dtype
+            np.testing.assert_array_equal(loaded[key].astype(np.float32), value.astype(np.float32))
 
 
 def test_numpy_savez_bfloat16_comes_back_in_likes_dtype(tmp_path: Path) -> None:

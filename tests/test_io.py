@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import os
 import pickle
 import re
@@ -20,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import treekit
-from treekit import StructureMismatchError
+from treekit import StructureMismatchError, _safetensors
 from treekit.testing import array_trees, trees
 
 WHY = "unpickling runs code chosen by whoever wrote the file"
@@ -98,9 +99,25 @@ def test_round_trip_of_array_trees(tree: Any) -> None:
 
 def test_the_file_is_a_plain_npz_without_pickles(tmp_path: Path) -> None:
     treekit.save(tmp_path / "t.npz", {"w": np.ones(2), "lr": 0.1})
-    with np.load(tmp_path / "t.npz", allow_pickle=False) as data:
-        assert sorted(data.files) == ["0", "__treekit__"]
-        assert data["0"].tolist() == [1.0, 1.0]
+    with np.load(tmp_path / "t.npz", allow_pickle=False) as data:  # arrays named by key path
+        assert sorted(data.files) == ["['w']", "__treekit__"]
+        assert data["['w']"].tolist() == [1.0, 1.0]
+
+
+def test_other_names_save_the_safetensors_layout(tmp_path: Path) -> None:
+    safetensors = pytest.importorskip("safetensors")
+    name = tmp_path / "t.safetensors"
+    tree = {"mlp/~/linear_0": {"w": np.ones((2, 3), np.float32)}, "step": np.int64(3), "lr": 0.1, 0: [np.zeros(2)]}
+    treekit.save(name, tree)
+    with safetensors.safe_open(name, "numpy") as f:  # the file other tools read, arrays named by key path
+        assert sorted(f.keys()) == ["['mlp/~/linear_0']['w']", "['step']", "[0][0]"]
+        assert f.get_tensor("['mlp/~/linear_0']['w']").tolist() == [[1.0] * 3] * 2
+        assert json.loads(f.metadata()["__treekit__"])["format"] == "treekit.save"
+    back = treekit.load(name)
+    assert list(back) == list(tree) and back["lr"] == 0.1 and back["step"] == 3 and type(back["step"]) is np.int64
+    assert back["mlp/~/linear_0"]["w"].dtype == np.float32 and type(back[0]) is list
+    mapped = treekit.load(name, mmap=True)
+    assert isinstance(mapped["mlp/~/linear_0"]["w"], np.memmap) and not mapped["mlp/~/linear_0"]["w"].flags.writeable
 
 
 def test_jax_arrays_are_saved_as_numpy(tmp_path: Path) -> None:
@@ -301,3 +318,44 @@ def test_a_defaultdict_saves_with_a_class_factory_only(tmp_path: Path) -> None:
 
 def _zero() -> int:
     return 0
+
+
+def test_metadata_and_one_leaf_read_only_the_header_and_its_bytes(tmp_path: Path) -> None:
+    name = tmp_path / "t.safetensors"
+    tree = {"params": {"w": np.arange(6.0).reshape(2, 3), "b": np.zeros(3, np.float32)}, "step": 7, "tag": "run1"}
+    treekit.save(name, tree)
+    spec = treekit.metadata(name)
+    assert spec == {
+        "params": {"w": treekit.ShapeDtype((2, 3), "float64"), "b": treekit.ShapeDtype((3,), "float32")},
+        "step": 7,
+        "tag": "run1",
+    }
+    data = bytearray(name.read_bytes())  # the other leaf's bytes garbled: reading one leaf never looks at them
+    b = _safetensors.read_header(name).tensors["['params']['b']"]
+    data[b.begin : b.end] = b"\xff" * (b.end - b.begin)
+    name.write_bytes(bytes(data))
+    assert treekit.load_leaf(name, "['params']['w']").tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    path = (treekit.DictKey("params"), treekit.DictKey("w"))
+    assert treekit.load_leaf(name, path, mmap=True).tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    with pytest.raises(KeyError) as info:
+        treekit.load_leaf(name, "['params']['x']")
+    some = "[\"['params']['b']\", \"['params']['w']\"]"
+    assert info.value.args[0] == f"{name}: no array leaf at \"['params']['x']\" (there are 2, e.g. {some})"
+    treekit.save(tmp_path / "t.npz", tree)
+    with pytest.raises(ValueError, match=re.escape("t.npz: expected a .safetensors file (treekit.save's layout)")):
+        treekit.metadata(tmp_path / "t.npz")
+
+
+def test_safetensors_files_of_other_tools_load_by_name(tmp_path: Path) -> None:
+    st = pytest.importorskip("safetensors.numpy")
+    name = tmp_path / "model.safetensors"
+    w, b = np.ones((4, 2), np.float32), np.zeros(4, np.float32)
+    st.save_file({"dense.kernel": w, "dense.bias": b}, str(name))
+    flat = treekit.load(name)
+    assert {k: v.tolist() for k, v in flat.items()} == {"dense.bias": b.tolist(), "dense.kernel": w.tolist()}
+    specs = {"dense.bias": treekit.ShapeDtype((4,), "float32"), "dense.kernel": treekit.ShapeDtype((4, 2), "float32")}
+    assert treekit.metadata(name) == specs
+    like = {"dense": {"kernel": treekit.ShapeDtype((4, 2), "float32"), "bias": treekit.ShapeDtype((4,), "float32")}}
+    loaded = treekit.load(name, like=like)
+    assert loaded["dense"]["kernel"].tolist() == w.tolist() and loaded["dense"]["bias"].tolist() == b.tolist()
+    assert treekit.load_leaf(name, "dense.kernel").shape == (4, 2)

@@ -46,7 +46,7 @@ def test_json_and_npy(tmp_path: Path) -> None:
         ("objects.npz", f"refusing to load array 'x', stored with pickle: {PICKLE_WHY}"),
         ("objects.npy", f"refusing to load a pickled array: {PICKLE_WHY}"),
         ("clash.npz", "flat['a/b']: expected a dict at ('a',), got a leaf (key 'a' clashes with key 'a/b')"),
-        ("t.txt", "expected a .npz, .npy or .json file (or a pickle, with --allow-pickle), got '.txt'"),
+        ("t.txt", "expected a .safetensors, .npz, .npy or .json file (or a pickle, with --allow-pickle), got '.txt'"),
     ],
 )
 def test_refusals_say_why(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, message: str) -> None:
@@ -479,3 +479,16 @@ def test_a_reader_raising_anything_else_is_one_line(
     path.write_text("{}")
     message = "could not read it: LookupError: something unforeseen"
     assert show_err(capsys, str(path)) == f"treekit show: {path}: {message}\n"
+
+
+def test_a_safetensors_file_is_shown_from_its_header(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import treekit
+
+    name = tmp_path / "ckpt.safetensors"
+    treekit.save(name, {"dense": {"w": np.zeros((4, 3), np.float32), "b": np.zeros(3, np.float32)}, "step": 3})
+    data = bytearray(name.read_bytes())  # the array bytes cut off: only the header is read
+    end = 8 + int.from_bytes(data[:8], "little")
+    name.write_bytes(bytes(data[:end]) + b"\0" * (len(data) - end))
+    assert main(["show", str(name)]) == 0
+    out = capsys.readouterr().out
+    assert "['dense']['w']" in out and "(4, 3)" in out and "float32" in out

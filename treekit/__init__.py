@@ -33,6 +33,8 @@ from treekit._errors import TreeCycleError as TreeCycleError
 from treekit._format import format_tree as format_tree
 from treekit._io import PickleRefused as PickleRefused
 from treekit._io import load as load
+from treekit._io import load_leaf as load_leaf
+from treekit._io import metadata as metadata
 from treekit._io import save as save
 from treekit._jax import treedef_from_jax as treedef_from_jax
 from treekit._jax import treedef_to_jax as treedef_to_jax
@@ -188,6 +190,8 @@ __all__ = [
     "is_tree_node",
     "keystr",
     "load",
+    "load_leaf",
+    "metadata",
     "partition",
     "register_dataclass",
     "register_pytree_node",

@@ -27,7 +27,7 @@ from treekit._registry import NAMEDTUPLE, lookup
 from treekit._traverse import flatten
 from treekit._treedef import Node
 
-__all__ = ["PickleRefused", "load", "read_npz", "save"]
+__all__ = ["PickleRefused", "load", "load_leaf", "metadata", "read_npz", "save"]
 
 _RECORD = "__treekit__"
 _FORMAT = "treekit.save"
@@ -132,7 +132,9 @@ def _key_impl(leaf: Any) -> str | None:
     return str(jax.random.key_impl(leaf))
 
 
-def _leaf_record(leaf: Any, path: str, arrays: dict[str, Any]) -> Any:
+def _leaf_record(leaf: Any, path: str, arrays: dict[str, Any], stored: Any) -> Any:
+    """The record of a leaf; an array leaf goes into ``arrays`` under a name made from its key
+    path, as itself where ``stored(dtype)`` (the file layout has the dtype), else as raw bytes."""
     import numpy as np
 
     if is_array(leaf) or (hasattr(leaf, "__array__") and hasattr(leaf, "dtype")):
@@ -142,15 +144,23 @@ def _leaf_record(leaf: Any, path: str, arrays: dict[str, Any]) -> Any:
             import jax
 
             leaf, record["key_impl"] = jax.random.key_data(leaf), impl
-        try:
-            array = np.asarray(leaf)
-        except Exception as exc:
-            raise _Unsaveable(f"{type(leaf).__name__} that numpy cannot read ({type(exc).__name__}: {exc})") from None
-        if array.dtype.hasobject:
-            raise _Unsaveable(f"an array of dtype {array.dtype} (objects are saved only by pickle)")
-        name = str(len(arrays))
-        record.update(array=name, dtype=array.dtype.name)
-        if array.dtype.num >= 256 or array.dtype.kind == "V":  # not numpy's own (bfloat16, float8, int4): raw bytes
+        try:  # (a jax array stays on its device until the writer copies it: one at a time)
+            dtype = np.dtype(leaf.dtype)
+            array = leaf
+        except Exception:
+            try:
+                array = np.asarray(leaf)
+            except Exception as exc:
+                raise _Unsaveable(f"{type(leaf).__name__} numpy cannot read ({type(exc).__name__}: {exc})") from None
+            dtype = array.dtype
+        if dtype.hasobject:
+            raise _Unsaveable(f"an array of dtype {dtype} (objects are saved only by pickle)")
+        if dtype.byteorder == ">":  # files are little-endian
+            dtype = dtype.newbyteorder("<")
+            array = np.asarray(array).astype(dtype)
+        name = path if path and path not in arrays else f"{path}#{len(arrays)}"
+        record.update(array=name, dtype=dtype.name)
+        if not stored(dtype):  # bfloat16, float8, int4 in a .npz; complex128 in a .safetensors
             record["shape"] = list(array.shape)
             array = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
         arrays[name] = array
@@ -247,6 +257,14 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
     """
     import numpy as np
 
+    from treekit import _safetensors
+
+    target = os.fspath(path)
+    npz = target.endswith(".npz")  # treekit 0.1's layout
+
+    def stored(dtype: Any) -> bool:
+        return dtype.num < 256 and dtype.kind != "V" if npz else _safetensors.code_of(dtype) is not None
+
     leaves, treedef, paths = flatten(tree, with_path=True)
     assert paths is not None
     nodes = treedef._nodes
@@ -256,7 +274,7 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
     for at, (ntype, data, arity, _, _) in enumerate(nodes):
         try:
             if ntype is None:
-                records.append(_leaf_record(leaves[leaf_index], keystr(paths[leaf_index]), arrays))
+                records.append(_leaf_record(leaves[leaf_index], keystr(paths[leaf_index]), arrays, stored))
                 leaf_index += 1
             else:
                 records.append(_node_record(ntype, data, arity))
@@ -267,8 +285,11 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
                 f"tree{keystr(where)}: expected {what} that saves without pickle, got {exc}"
             ) from None
     record = json.dumps({"format": _FORMAT, "version": _VERSION, "nodes": records}, allow_nan=True)
+    if not npz:
+        _safetensors.write(target, arrays.items(), {_RECORD: record})
+        return
+    arrays = {name: np.asarray(array) for name, array in arrays.items()}
     arrays[_RECORD] = np.frombuffer(record.encode("utf-8"), np.uint8)
-    target = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(target))
     handle, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     try:
@@ -319,7 +340,7 @@ def read_npz(path: str | os.PathLike[str]) -> dict[str, Any]:
     return out
 
 
-def _rebuild(record: Any, arrays: dict[str, Any]) -> Any:
+def _rebuild(record: Any, arrays: dict[str, Any], leaf: Any = None) -> Any:
     if not isinstance(record, dict) or record.get("format") != _FORMAT or type(record.get("nodes")) is not list:
         raise ValueError("not a treekit.save structure record")
     if record.get("version") != _VERSION:
@@ -330,7 +351,7 @@ def _rebuild(record: Any, arrays: dict[str, Any]) -> Any:
         if "template" in entry and "node" not in entry:
             raise NeedsTemplate(entry["template"], entry.get("path"), leaf=True)
         if "array" in entry or "value" in entry:
-            stack.append(_leaf(entry, arrays))
+            stack.append((leaf or _leaf)(entry, arrays))
             firsts.append(entry.get("path"))
             continue
         kind, n = entry["node"], entry["n"]
@@ -422,7 +443,32 @@ def _node(kind: str, entry: dict[str, Any], children: list[Any]) -> Any:
     return ntype.unflatten(_decode(entry["data"]), children)
 
 
-def load(path: str | os.PathLike[str], like: Any = None) -> Any:
+def _read(path: str | os.PathLike[str], mmap: bool) -> tuple[Any, dict[str, Any], str]:
+    """(the structure record, or None for a file treekit did not write; the arrays by name; what
+    separates a foreign file's names: '/' in a .npz (flatten_dict's), '.' in a .safetensors (HF's))."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head[:1] == b"\x80":  # every pickle of protocol 2 or later starts so
+        raise PickleRefused(f"refusing to load a pickle file: {_PICKLE_WHY}")
+    if head in (b"PK\x03\x04", b"PK\x05\x06") or os.fspath(path).endswith(".npz"):
+        arrays = read_npz(path)
+        raw = arrays.pop(_RECORD, None)
+        return (None if raw is None else _parse(path, bytes(raw))), arrays, "/"
+    from treekit import _safetensors
+
+    tensors, metadata = _safetensors.read(path, mmap=mmap)
+    raw = metadata.get(_RECORD)
+    return (None if raw is None else _parse(path, raw.encode("utf-8"))), tensors, "."
+
+
+def _parse(path: str | os.PathLike[str], raw: bytes) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({exc})") from None
+
+
+def load(path: str | os.PathLike[str], like: Any = None, *, mmap: bool = False) -> Any:
     """The tree :func:`save` wrote to ``path``; with ``like``, restored into that template.
 
     Array leaves come back as numpy arrays (numpy scalars as numpy scalars). A ``.npz`` that
@@ -466,16 +512,16 @@ def load(path: str | os.PathLike[str], like: Any = None) -> Any:
             damaged or names a class that is not defined now.
         OSError: If the file cannot be read.
     """
-    arrays = read_npz(path)
-    raw = arrays.pop(_RECORD, None)
-    if raw is None:  # numpy.savez's: flat names, joined by '/' (flatten_dict's)
+    record, arrays, sep = _read(path, mmap)
+    if record is None:  # numpy.savez's ('a/b' names, flatten_dict's) or another safetensors file's ('a.b')
         if like is not None:
-            return _restore(like, arrays, lambda p: keystr(p, simple=True, separator="/"))
+            return _restore(like, arrays, lambda p: keystr(p, simple=True, separator=sep))
+        if sep == ".":
+            return arrays
         from treekit.params import unflatten_dict
 
         return unflatten_dict(arrays)
     try:
-        record = json.loads(bytes(raw).decode("utf-8"))
         if like is None:
             return _rebuild(record, arrays)
         flat = _by_path(record, arrays)
@@ -485,6 +531,108 @@ def load(path: str | os.PathLike[str], like: Any = None) -> Any:
         detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
         raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({detail})") from None
     return _restore(like, flat, keystr)
+
+
+def _header(path: str | os.PathLike[str]) -> tuple[Any, Any]:
+    """(the structure record or None, the safetensors header) of a file, read from its header alone."""
+    from treekit import _safetensors
+
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head[:1] == b"\x80" or head in (b"PK\x03\x04", b"PK\x05\x06"):
+        kind = "pickle" if head[:1] == b"\x80" else ".npz"
+        raise ValueError(
+            f"{os.fspath(path)}: expected a .safetensors file (treekit.save's layout), got a {kind}; "
+            "treekit.load reads a .npz whole"
+        )
+    header = _safetensors.read_header(path)
+    raw = header.metadata.get(_RECORD)
+    return (None if raw is None else _parse(path, raw.encode("utf-8"))), header
+
+
+def metadata(path: str | os.PathLike[str]) -> Any:
+    """The tree saved in the ``.safetensors`` file ``path``, with :class:`~treekit.ShapeDtype` leaves for
+    its arrays, read from the file's header alone (no array bytes, no jax).
+
+    Other leaves come back as saved; typed PRNG keys as the shape and dtype of their key data.
+    Where the structure needs a template (nodes only their class builds: see :func:`load`),
+    and for a safetensors file treekit did not write, a flat dict from each array's name (its
+    key path, as :func:`treekit.keystr` writes it) to its ``ShapeDtype``.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     name = os.path.join(d, 'ckpt.safetensors')
+    ...     save(name, {'w': np.zeros((2, 3), np.float32), 'step': 10})
+    ...     metadata(name)
+    {'w': ShapeDtype(shape=(2, 3), dtype='float32'), 'step': 10}
+
+    Raises:
+        ValueError: For a damaged file or one of another kind, naming the file and what is wrong.
+    """
+    from treekit import _safetensors
+    from treekit._specs import ShapeDtype
+
+    record, header = _header(path)
+    specs = {
+        name: ShapeDtype(t.shape, _safetensors.dtype_of(t.dtype).name) for name, t in header.tensors.items()
+    }
+
+    def spec(entry: dict[str, Any], _: Any) -> Any:
+        if "value" in entry:
+            return _decode(entry["value"])
+        found = specs[entry["array"]]
+        return ShapeDtype(tuple(entry.get("shape", found.shape)), entry["dtype"])
+
+    if record is None:
+        return specs
+    try:
+        return _rebuild(record, specs, spec)
+    except NeedsTemplate:
+        leaves = [e for e in record["nodes"] if "node" not in e and "array" in e]
+        return {e["path"]: spec(e, None) for e in leaves}
+
+
+def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False) -> Any:
+    """One array leaf of the ``.safetensors`` file ``path``, reading only its bytes.
+
+    ``key_path`` is the leaf's key path: a tuple of key entries (as ``tree_flatten_with_path``
+    gives), or its :func:`treekit.keystr` string (``"['params']['w']"``); for a safetensors
+    file treekit did not write, the tensor's name.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from treekit import DictKey
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     name = os.path.join(d, 'ckpt.safetensors')
+    ...     save(name, {'params': {'w': np.arange(3.0), 'b': np.zeros(2)}})
+    ...     load_leaf(name, "['params']['w']"), load_leaf(name, (DictKey('params'), DictKey('b')))
+    (array([0., 1., 2.]), array([0., 0.]))
+
+    Args:
+        path: The file.
+        key_path: The leaf's key path (entries or keystr), or a tensor's name.
+        mmap: Map the array read-only instead of reading it.
+
+    Raises:
+        KeyError: If no array leaf has that key path; the message lists a few that do.
+        ValueError: For a damaged file or one of another kind.
+    """
+    from treekit import _safetensors
+
+    record, header = _header(path)
+    want = key_path if isinstance(key_path, str) else keystr(tuple(key_path))
+    if record is None:
+        entry = {"array": want, "dtype": None}
+    else:
+        found = [e for e in record.get("nodes", ()) if isinstance(e, dict) and "array" in e and e.get("path") == want]
+        entry = found[0] if found else {"array": None}
+    name = entry["array"]
+    if not isinstance(name, str) or name not in header.tensors:
+        names = [e["path"] for e in record["nodes"] if "array" in e] if record is not None else list(header.tensors)
+        raise KeyError(f"{os.fspath(path)}: no array leaf at {want!r} (there are {len(names)}, e.g. {names[:3]})")
+    array = _safetensors.read_tensor(path, header, name, mmap=mmap)
+    return array if record is None else _leaf(entry, {name: array})
 
 
 def _by_path(record: Any, arrays: dict[str, Any]) -> dict[str, Any]:

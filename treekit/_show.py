@@ -1,4 +1,4 @@
-"""``treekit show FILE``: load a tree from .npz, .npy or .json and print its summary.
+"""``treekit show FILE``: load a tree from .safetensors, .npz, .npy or .json and print its summary.
 
 Nothing in a file is trusted: sizes are checked before anything is inflated or allocated
 (zip members' declared sizes, the shape and dtype in each ``.npy`` header), ``.npy`` files are
@@ -116,7 +116,9 @@ def _check_members(path: Path, max_bytes: int | None, allow_pickle: bool) -> Non
 
 
 def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Any:
-    """The tree stored in ``path``: ``.npz`` (as :func:`treekit.load` reads it), ``.npy``, ``.json``.
+    """The tree stored in ``path``: ``.safetensors`` (:func:`treekit.metadata`: its arrays as
+    ``ShapeDtype`` leaves, read from the header alone), ``.npz`` (as :func:`treekit.load` reads
+    it), ``.npy``, ``.json``.
 
     Pickle files (by suffix or content) and arrays stored with pickle are refused unless
     ``allow_pickle``: unpickling runs code from the file. A ``.npy`` file comes back
@@ -162,9 +164,15 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
         return _unpickle(path)
     if suffix == ".json":
         return _load_json(path, max_bytes)
+    if suffix == ".safetensors":  # the header alone: no array is read, whatever the file's size
+        from treekit._io import metadata
+
+        return metadata(path)
     if suffix not in (".npz", ".npy"):
         got = repr(suffix) if suffix else "no suffix"
-        raise ValueError(f"expected a .npz, .npy or .json file (or a pickle, with --allow-pickle), got {got}")
+        raise ValueError(
+            f"expected a .safetensors, .npz, .npy or .json file (or a pickle, with --allow-pickle), got {got}"
+        )
     import numpy as np
 
     if suffix == ".npy":
