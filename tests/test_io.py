@@ -359,3 +359,38 @@ def test_safetensors_files_of_other_tools_load_by_name(tmp_path: Path) -> None:
     loaded = treekit.load(name, like=like)
     assert loaded["dense"]["kernel"].tolist() == w.tolist() and loaded["dense"]["bias"].tolist() == b.tolist()
     assert treekit.load_leaf(name, "dense.kernel").shape == (4, 2)
+
+
+def test_hugging_face_shards_load_into_a_template_with_rename_rules(tmp_path: Path) -> None:
+    st = pytest.importorskip("safetensors.numpy")
+    q, k, norm = np.ones((4, 4), np.float32), np.full((4, 4), 2.0, np.float32), np.zeros(4, np.float32)
+    st.save_file({"model.layers.0.self_attn.q_proj.weight": q}, str(tmp_path / "model-00001-of-00002.safetensors"))
+    st.save_file(
+        {"model.layers.0.self_attn.k_proj.weight": k, "model.norm.weight": norm},
+        str(tmp_path / "model-00002-of-00002.safetensors"),
+    )
+    weight_map = {
+        "model.layers.0.self_attn.q_proj.weight": "model-00001-of-00002.safetensors",
+        "model.layers.0.self_attn.k_proj.weight": "model-00002-of-00002.safetensors",
+        "model.norm.weight": "model-00002-of-00002.safetensors",
+    }
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": 160}, "weight_map": weight_map}))
+    assert sorted(treekit.load(index)) == sorted(weight_map)
+    spec = treekit.ShapeDtype((4, 4), "float32")
+    norm_spec = treekit.ShapeDtype((4,), "float32")
+    like = {"layers": [{"attn": {"q": {"kernel": spec}, "k": {"kernel": spec}}}], "norm": {"scale": norm_spec}}
+    rules = [(r"^model\.", ""), (r"self_attn\.(\w)_proj", r"attn.\1"), (r"norm\.weight$", "norm.scale")]
+    rules.append((r"weight$", "kernel"))
+    loaded = treekit.load(index, like=like, rename=rules)
+    assert loaded["layers"][0]["attn"]["k"]["kernel"].tolist() == k.tolist()
+    assert loaded["norm"]["scale"].tolist() == norm.tolist()
+    with pytest.raises(treekit.StructureMismatchError, match=re.escape("file['norm']['scale']: expected an array")):
+        treekit.load(index, like=like, rename=rules[:2])
+    (tmp_path / "model-00002-of-00002.safetensors").unlink()
+    with pytest.raises(FileNotFoundError):
+        treekit.load(index)
+    index.write_text(json.dumps({"weight_map": {"w": "../elsewhere.safetensors"}}))
+    outside = "expected shard file names in its folder, got '../elsewhere.safetensors'"
+    with pytest.raises(ValueError, match=re.escape(outside)):
+        treekit.load(index)

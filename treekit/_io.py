@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from treekit._describe import is_array
@@ -468,8 +470,14 @@ def _parse(path: str | os.PathLike[str], raw: bytes) -> Any:
         raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({exc})") from None
 
 
-def load(path: str | os.PathLike[str], like: Any = None, *, mmap: bool = False) -> Any:
-    """The tree :func:`save` wrote to ``path``; with ``like``, restored into that template.
+def load(
+    path: str | os.PathLike[str],
+    like: Any = None,
+    *,
+    mmap: bool = False,
+    rename: Sequence[tuple[str, str]] = (),
+) -> Any:
+    r"""The tree :func:`save` wrote to ``path``; with ``like``, restored into that template.
 
     Array leaves come back as numpy arrays (numpy scalars as numpy scalars). A ``.npz`` that
     :func:`save` did not write (``numpy.savez``'s) loads as nested dicts, its keys split on
@@ -491,13 +499,21 @@ def load(path: str | os.PathLike[str], like: Any = None, *, mmap: bool = False) 
     file['w']: expected shape (3, 3), got shape (2, 3)
 
     Args:
-        path: A file written by :func:`save` (or any ``.npz``).
+        path: A file written by :func:`save`, any ``.npz`` or ``.safetensors`` file, or a
+            Hugging Face ``model.safetensors.index.json`` (its shards are read from its folder).
         like: A template: the result has its structure (node types, static fields, node
             data) and the file's leaves, found by key path; array leaves (or anything with
             ``shape`` and ``dtype``) must match the file's in shape and dtype. Needed for
             nodes only their class builds (registered with JAX only, as equinox Modules and
             nnx ``State``; or node data that is not plain data) and leaves the record could
-            not hold. ``None``: the file's own structure.
+            not hold. ``None``: the file's own structure. A file treekit did not write is
+            matched by name: ``like``'s key paths joined by ``.`` (``model.layers.0.weight``)
+            for safetensors files, by ``/`` for ``.npz`` files.
+        mmap: Map the arrays of a safetensors file read-only instead of reading them: memory
+            grows only by what is touched.
+        rename: ``(regex, replacement)`` rules applied in turn (``re.sub``) to the names of a
+            file treekit did not write, before matching: ``[('^model[.]', ''), ('[.]weight$',
+            '.kernel')]``.
 
     Returns:
         The tree.
@@ -512,8 +528,13 @@ def load(path: str | os.PathLike[str], like: Any = None, *, mmap: bool = False) 
             damaged or names a class that is not defined now.
         OSError: If the file cannot be read.
     """
-    record, arrays, sep = _read(path, mmap)
+    rules = _rules(rename)
+    if os.fspath(path).endswith(".index.json"):  # Hugging Face's shards: {"weight_map": {name: file}}
+        record, arrays, sep = None, _shards(path, mmap), "."
+    else:
+        record, arrays, sep = _read(path, mmap)
     if record is None:  # numpy.savez's ('a/b' names, flatten_dict's) or another safetensors file's ('a.b')
+        arrays = {_renamed(name, rules): array for name, array in arrays.items()}
         if like is not None:
             return _restore(like, arrays, lambda p: keystr(p, simple=True, separator=sep))
         if sep == ".":
@@ -633,6 +654,48 @@ def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False
         raise KeyError(f"{os.fspath(path)}: no array leaf at {want!r} (there are {len(names)}, e.g. {names[:3]})")
     array = _safetensors.read_tensor(path, header, name, mmap=mmap)
     return array if record is None else _leaf(entry, {name: array})
+
+
+def _rules(rename: Sequence[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:
+    rules = []
+    for rule in rename:
+        if not (isinstance(rule, tuple) and len(rule) == 2 and all(isinstance(r, str) for r in rule)):
+            raise TypeError(f"rename: expected (regex, replacement) pairs of str, got {rule!r:.60}")
+        try:
+            rules.append((re.compile(rule[0]), rule[1]))
+        except re.error as exc:
+            raise ValueError(f"rename: {rule[0]!r} is not a regular expression ({exc})") from None
+    return rules
+
+
+def _renamed(name: str, rules: list[tuple[re.Pattern[str], str]]) -> str:
+    for pattern, replacement in rules:  # each rule in turn, on what the ones before made
+        name = pattern.sub(replacement, name)
+    return name
+
+
+def _shards(index: str | os.PathLike[str], mmap: bool) -> dict[str, Any]:
+    """The tensors of a Hugging Face ``model.safetensors.index.json`` and its shard files, by name."""
+    from treekit import _safetensors
+
+    where = os.fspath(index)
+    if os.path.getsize(where) > _safetensors.MAX_HEADER:
+        raise ValueError(f"{where}: expected an index of at most {_safetensors.MAX_HEADER} bytes, got more")
+    try:
+        with open(where, "rb") as f:
+            weight_map = json.loads(f.read().decode("utf-8"))["weight_map"]
+        assert isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise ValueError(f"{where}: expected JSON with a \"weight_map\" of tensor names to file names") from None
+    folder, out = os.path.dirname(os.path.abspath(where)), {}
+    for shard in dict.fromkeys(weight_map.values()):
+        if os.path.basename(shard) != shard:
+            raise ValueError(f"{where}: expected shard file names in its folder, got {shard!r}")
+        tensors, _ = _safetensors.read(os.path.join(folder, shard), mmap=mmap)
+        out.update({name: tensors[name] for name in tensors if weight_map.get(name) == shard})
+    if missing := [name for name in weight_map if name not in out]:
+        raise ValueError(f"{where}: tensors {missing[:3]} ({len(missing)} in all) are not in the shards it names")
+    return {name: out[name] for name in weight_map}
 
 
 def _by_path(record: Any, arrays: dict[str, Any]) -> dict[str, Any]:
