@@ -394,3 +394,43 @@ def test_hugging_face_shards_load_into_a_template_with_rename_rules(tmp_path: Pa
     outside = "expected shard file names in its folder, got '../elsewhere.safetensors'"
     with pytest.raises(ValueError, match=re.escape(outside)):
         treekit.load(index)
+
+
+def _lying(tmp_path: Path, change: Any, extra: dict[str, Any] | None = None) -> Path:
+    """A treekit file whose structure record ``change(record)`` rewrote (the tensors as saved, plus ``extra``)."""
+    name = tmp_path / "t.safetensors"
+    treekit.save(name, {"w": np.ones(3, np.float32), "b": np.zeros(2, np.float32)})
+    tensors, metadata = _safetensors.read(name)
+    record = json.loads(metadata["__treekit__"])
+    change(record)
+    _safetensors.write(name, [*tensors.items(), *(extra or {}).items()], {"__treekit__": json.dumps(record)})
+    return name
+
+
+DAMAGED = "damaged or unreadable treekit structure record"
+
+
+def _set(entry: int, key: str, value: Any) -> Any:
+    return lambda record: record["nodes"][entry].__setitem__(key, value)
+
+
+@pytest.mark.parametrize(
+    ("change", "extra", "message"),
+    [
+        (_set(0, "array", "['x']"), None, "the structure record names tensor \"['x']\" but the header has no such"),
+        (_set(1, "array", "['b']"), None, "the structure record names tensor \"['b']\" twice"),
+        (_set(0, "dtype", "int64"), None, "tensor \"['b']\": the structure record says dtype 'int64', the header"),
+        (lambda r: None, {"['z']": np.zeros(1)}, "tensors [\"['z']\"] (1 in all) are not in the structure record"),
+        (_set(2, "n", 5), None, f"{DAMAGED} (a dict node with 5 children)"),
+        (_set(2, "node", "bogus"), None, f"{DAMAGED} (unknown node kind 'bogus')"),
+    ],
+    ids=["missing tensor", "tensor twice", "dtype", "extra tensor", "arity", "node kind"],
+)
+def test_a_record_that_disagrees_with_the_header_is_one_clear_error(
+    tmp_path: Path, change: Any, extra: Any, message: str
+) -> None:
+    name = _lying(tmp_path, change, extra)
+    for read in (treekit.load, treekit.metadata, lambda p: treekit.load(p, like={"w": 0, "b": 0})):
+        with pytest.raises(ValueError) as info:
+            read(name)
+        assert str(info.value).startswith(f"{name}: {message}"), str(info.value)

@@ -13,13 +13,14 @@ already imported).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from treekit._describe import is_array
@@ -432,6 +433,8 @@ def _node(kind: str, entry: dict[str, Any], children: list[Any]) -> Any:
                 raise ValueError(f"a defaultdict's default_factory must be a class or None, got {factory!r:.60}")
             return collections.defaultdict(factory, out)
         return out
+    if kind not in ("namedtuple", "registered"):
+        raise ValueError(f"unknown node kind {kind!r:.40}")
     cls = _decode({"ref": entry["type"]})
     if kind == "namedtuple":
         # Only a namedtuple class is called: a record naming any other callable (os.system)
@@ -460,14 +463,38 @@ def _read(path: str | os.PathLike[str], mmap: bool) -> tuple[Any, dict[str, Any]
 
     tensors, metadata = _safetensors.read(path, mmap=mmap)
     raw = metadata.get(_RECORD)
-    return (None if raw is None else _parse(path, raw.encode("utf-8"))), tensors, "."
+    found = {name: (array.dtype.name, array.shape) for name, array in tensors.items()}
+    return (None if raw is None else _parse(path, raw.encode("utf-8"), found)), tensors, "."
 
 
-def _parse(path: str | os.PathLike[str], raw: bytes) -> Any:
+def _parse(path: str | os.PathLike[str], raw: bytes, tensors: dict[str, tuple[str, Any]] | None = None) -> Any:
+    """The structure record; with the header's ``tensors`` (name: (dtype, shape)), checked to agree with them."""
     try:
-        return json.loads(raw.decode("utf-8"))
+        record = json.loads(raw.decode("utf-8"))
     except ValueError as exc:
         raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({exc})") from None
+    entries = record.get("nodes") if isinstance(record, dict) else None
+    if tensors is None or not isinstance(entries, list):
+        return record  # (_rebuild says what else is wrong with it)
+    used: set[str] = set()
+    for entry in entries:
+        name = entry.get("array") if isinstance(entry, dict) else None
+        if name is None:
+            continue
+        if not isinstance(name, str) or name not in tensors or name in used:
+            how = "twice" if name in used else "but the header has no such tensor"
+            raise ValueError(f"{os.fspath(path)}: the structure record names tensor {name!r:.80} {how}")
+        used.add(name)
+        dtype = "uint8" if "shape" in entry else entry.get("dtype")  # (raw bytes: the record has the dtype)
+        if tensors[name][0] != dtype:
+            raise ValueError(
+                f"{os.fspath(path)}: tensor {name!r:.80}: the structure record says dtype {dtype!r:.40}, "
+                f"the header {tensors[name][0]}"
+            )
+    if extra := [name for name in tensors if name not in used]:
+        where = os.fspath(path)
+        raise ValueError(f"{where}: tensors {extra[:3]} ({len(extra)} in all) are not in the structure record")
+    return record
 
 
 def load(
@@ -542,16 +569,23 @@ def load(
         from treekit.params import unflatten_dict
 
         return unflatten_dict(arrays)
-    try:
+    with _damaged(path):
         if like is None:
             return _rebuild(record, arrays)
         flat = _by_path(record, arrays)
+    return _restore(like, flat, keystr)
+
+
+@contextlib.contextmanager
+def _damaged(path: str | os.PathLike[str]) -> Iterator[None]:
+    """What reading a structure record raises, as one ValueError naming the file (NeedsTemplate as itself)."""
+    try:
+        yield
     except NeedsTemplate:
         raise
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
         raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({detail})") from None
-    return _restore(like, flat, keystr)
 
 
 def _header(path: str | os.PathLike[str]) -> tuple[Any, Any]:
@@ -568,7 +602,10 @@ def _header(path: str | os.PathLike[str]) -> tuple[Any, Any]:
         )
     header = _safetensors.read_header(path)
     raw = header.metadata.get(_RECORD)
-    return (None if raw is None else _parse(path, raw.encode("utf-8"))), header
+    if raw is None:
+        return None, header
+    found = {name: (_safetensors.dtype_of(t.dtype).name, t.shape) for name, t in header.tensors.items()}
+    return _parse(path, raw.encode("utf-8"), found), header
 
 
 def metadata(path: str | os.PathLike[str]) -> Any:
@@ -608,7 +645,8 @@ def metadata(path: str | os.PathLike[str]) -> Any:
     if record is None:
         return specs
     try:
-        return _rebuild(record, specs, spec)
+        with _damaged(path):
+            return _rebuild(record, specs, spec)
     except NeedsTemplate:
         leaves = [e for e in record["nodes"] if "node" not in e and "array" in e]
         return {e["path"]: spec(e, None) for e in leaves}
@@ -654,6 +692,26 @@ def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False
         raise KeyError(f"{os.fspath(path)}: no array leaf at {want!r} (there are {len(names)}, e.g. {names[:3]})")
     array = _safetensors.read_tensor(path, header, name, mmap=mmap)
     return array if record is None else _leaf(entry, {name: array})
+
+
+_KINDS = ("list", "tuple", "none", *_DICT_KINDS, "namedtuple", "registered", "jax", "template")
+
+
+def _check_nodes(entries: list[Any]) -> None:
+    """The post-order records make one tree of known node kinds (as :func:`_rebuild` would find)."""
+    depth = 0
+    for entry in entries:
+        if "node" not in entry:
+            depth += 1
+            continue
+        kind, n = entry["node"], entry["n"]
+        if kind not in _KINDS:
+            raise ValueError(f"unknown node kind {kind!r:.40}")
+        if type(n) is not int or not 0 <= n <= depth:
+            raise ValueError(f"a {kind} node with {n!r} children")
+        depth += 1 - n
+    if depth != 1:
+        raise ValueError(f"{depth} trees, not one")
 
 
 def _rules(rename: Sequence[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:
@@ -703,6 +761,7 @@ def _by_path(record: Any, arrays: dict[str, Any]) -> dict[str, Any]:
     entries = record.get("nodes") if isinstance(record, dict) else None
     leaves = [e for e in entries or () if isinstance(e, dict) and "node" not in e]
     if leaves and all(isinstance(e.get("path"), str) for e in leaves):
+        _check_nodes(entries or [])  # (like= gives the structure; a damaged record is refused all the same)
         return {e["path"]: _TEMPLATE if "template" in e else _leaf(e, arrays) for e in leaves}
     found, _, paths = flatten(_rebuild(record, arrays), with_path=True)
     assert paths is not None
