@@ -23,6 +23,8 @@ import tempfile
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
+from treekit._progress import Progress
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -185,10 +187,11 @@ def write(
         dir=os.path.dirname(os.path.abspath(target)), prefix=f".{os.path.basename(target)}.", suffix=".tmp"
     )
     try:
-        with os.fdopen(handle, "wb") as f:
+        with os.fdopen(handle, "wb") as f, Progress(f"save {os.path.basename(target)}", offset) as progress:
             f.write(len(blob).to_bytes(8, "little") + blob)
             for name, array, dtype, shape, _ in entries:
                 _write_array(f, name, array, dtype, shape)
+                progress.advance(math.prod(shape) * dtype.itemsize)
             f.flush()
             os.fsync(f.fileno())
         os.replace(temp, target)
@@ -417,4 +420,9 @@ def read(path: str | os.PathLike[str], mmap: bool = False) -> tuple[dict[str, np
     with open(path, "rb") as f:
         header = _header(f, p)
         mapped = np.memmap(f, np.uint8, "r", shape=(header.size,)) if mmap else None
-        return {name: _tensor(f, p, header, name, mmap, mapped) for name in header.tensors}, header.metadata
+        out = {}
+        with Progress(f"load {os.path.basename(p)}", 0 if mmap else header.size - header.data_start) as progress:
+            for name, t in header.tensors.items():
+                out[name] = _tensor(f, p, header, name, mmap, mapped)
+                progress.advance(0 if mmap else t.end - t.begin)
+        return out, header.metadata
