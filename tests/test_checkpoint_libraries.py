@@ -116,6 +116,7 @@ def test_optax_states_round_trip(tmp_path: Path) -> None:
     for optimizer in (
         optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule)),
         optax.inject_hyperparams(optax.adam)(learning_rate=1e-3),
+        optax.multi_transform({"a": optax.adam(1e-3), "s": optax.sgd(1e-2)}, {"w": "a", "b": "s"}),
     ):
         state = optimizer.init(params)
         _, state = optimizer.update(params, state, params)
