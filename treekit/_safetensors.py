@@ -19,10 +19,10 @@ import math
 import os
 import reprlib
 import sys
-import tempfile
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
+from treekit._atomic import atomic_file
 from treekit._progress import Progress
 
 if TYPE_CHECKING:
@@ -182,22 +182,11 @@ def write(
     blob += b" " * (-len(blob) % 8)
     if len(blob) > MAX_HEADER:
         raise ValueError(f"header: expected at most {MAX_HEADER} bytes of JSON, got {len(blob)}")
-    target = os.fspath(path)
-    handle, temp = tempfile.mkstemp(
-        dir=os.path.dirname(os.path.abspath(target)), prefix=f".{os.path.basename(target)}.", suffix=".tmp"
-    )
-    try:
-        with os.fdopen(handle, "wb") as f, Progress(f"save {os.path.basename(target)}", offset) as progress:
-            f.write(len(blob).to_bytes(8, "little") + blob)
-            for name, array, dtype, shape, _ in entries:
-                _write_array(f, name, array, dtype, shape)
-                progress.advance(math.prod(shape) * dtype.itemsize)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        os.unlink(temp)
-        raise
+    with atomic_file(path) as f, Progress(f"save {os.path.basename(os.fspath(path))}", offset) as progress:
+        f.write(len(blob).to_bytes(8, "little") + blob)
+        for name, array, dtype, shape, _ in entries:
+            _write_array(f, name, array, dtype, shape)
+            progress.advance(math.prod(shape) * dtype.itemsize)
 
 
 def _write_array(f: IO[bytes], name: str, array: Any, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
