@@ -122,9 +122,17 @@ def _roundtrip(tree: Any) -> Any:
 
 def _save_load(g: Garbage) -> Any:
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "tree.npz"
+        path = Path(tmp) / g.pick("tree.npz", "tree.safetensors")
         tk.save(path, g.tree)
-        return tk.load(path, like=g.pick(None, g.tree, g.other()))
+        return tk.load(path, like=g.pick(None, g.tree, g.other()), mmap=g.pick(False, True))
+
+
+def _metadata_and_one_leaf(g: Garbage) -> Any:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tree.safetensors"
+        tk.save(path, g.tree)
+        paths = [tk.keystr(p) for p, leaf in tk.tree_leaves_with_path(g.tree) if hasattr(leaf, "dtype")]
+        return tk.metadata(path), tk.load_leaf(path, g.pick(*paths, "['missing']", 3, None))
 
 
 def _register(g: Garbage, how: Callable[[type], Any], body: dict[str, Any] | None = None) -> Any:
@@ -180,6 +188,8 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     "treekit.is_tree_node": lambda g: tk.is_tree_node(g.pick(type(g.tree), g.tree, g.value())),
     "treekit.keystr": lambda g: tk.keystr(g.keypath(), simple=g.pick(False, True), separator=g.pick("", "/", 0)),
     "treekit.load": _save_load,
+    "treekit.load_leaf": _metadata_and_one_leaf,
+    "treekit.metadata": _metadata_and_one_leaf,
     "treekit.save": _save_load,
     "treekit.partition": lambda g: tk.partition(g.tree, g.pick(g.f(), tk.is_array, g.other(), lambda x: True)),
     "treekit.register_dataclass": lambda g: _register(

@@ -379,11 +379,27 @@ def _flatten_dict(node: dict[Any, Any], with_path: bool) -> tuple[Sequence[Any],
     except KeyError:  # a key gone: code run while the keys were sorted (a key's __lt__, a finalizer)
         children = None
     if children is None or len(children) != len(keys):
-        raise RuntimeError(
-            f"expected the dict to keep its {len(keys)} keys while it is flattened, got {len(node)} "
-            "(code run meanwhile changed it: a key's __hash__ or __lt__, a finalizer, a gc callback)"
-        )
+        raise _changed(node, keys)
     return children, keys, _dict_entries(keys) if with_path else None
+
+
+def _changed(node: dict[Any, Any], keys: Sequence[Any]) -> RuntimeError:
+    return RuntimeError(
+        f"expected the {type(node).__name__} to keep its {len(keys)} keys while it is flattened, got {len(node)} "
+        "(code run meanwhile changed it: a key's __hash__ or __lt__, a finalizer, a gc callback)"
+    )
+
+
+_GONE = object()
+
+
+def _values(node: dict[Any, Any], keys: Sequence[Any]) -> list[Any]:
+    """``[node[k] for k in keys]``, read without ``__missing__`` (a defaultdict's would add the key);
+    a key gone meanwhile (a finalizer, a gc callback run by an allocation here) is an error."""
+    children = [dict.get(node, k, _GONE) for k in keys]
+    if len(node) != len(keys) or any(child is _GONE for child in children):
+        raise _changed(node, keys)
+    return children
 
 
 def _unflatten_dict(keys: tuple[Any, ...], children: Sequence[Any]) -> dict[Any, Any]:
@@ -404,12 +420,12 @@ def _flatten_namedtuple(node: Any, with_path: bool) -> tuple[Any, type, Any]:
 
 def _flatten_ordereddict(node: Any, with_path: bool) -> tuple[list[Any], tuple[Any, ...], Any]:
     keys = tuple(node)
-    return [node[k] for k in keys], keys, _dict_entries(keys) if with_path else None
+    return _values(node, keys), keys, _dict_entries(keys) if with_path else None
 
 
 def _flatten_defaultdict(node: Any, with_path: bool) -> tuple[list[Any], Any, Any]:
     keys = dict_order(node)
-    return [node[k] for k in keys], (node.default_factory, keys), _dict_entries(keys) if with_path else None
+    return _values(node, keys), (node.default_factory, keys), _dict_entries(keys) if with_path else None
 
 
 def _flatten_none(node: None, with_path: bool) -> tuple[tuple[()], None, Any]:
