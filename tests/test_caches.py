@@ -14,6 +14,9 @@ The caches (module: name, what it holds, its bound):
 - ``_treedef``: ``_BUILDERS``, compiled structures: at most ``_BUILDERS_NODES`` records in
   all, none bigger than ``_MAX_COMPILED_NODES``.
 
+- ``_describe``: ``_NAMES``, a dtype's name (numpy computes it in Python): at most
+  ``_NAMES_LIMIT`` dtypes; it keeps them alive, and programs use a handful.
+
 The JAX bridge's tables (``_jax._JAX_ONLY``, ``_JAX_OWN``, ``_MIRRORED``, ``_TAKEN``) hold
 only classes registered with JAX or treekit, which those registries hold for good anyway.
 """
@@ -159,3 +162,13 @@ def test_big_dicts_mapped_once_and_dropped_leave_memory_flat() -> None:
     finally:
         tracemalloc.stop()
     assert kept < 8 * 2**20, f"{kept / 2**20:.1f} MiB kept"
+
+
+def test_dtype_names_are_bounded() -> None:
+    np = pytest.importorskip("numpy")
+    from treekit import _describe
+
+    for i in range(_describe._NAMES_LIMIT + 100):  # structured dtypes: a new one each time
+        assert _describe.dtype_name(np.dtype([(f"f{i}", np.float32)])) == "void32"
+    assert len(_describe._NAMES) <= _describe._NAMES_LIMIT
+    assert _describe.dtype_name(np.dtype("float32")) == "float32"

@@ -45,13 +45,24 @@ def dtype_name(dtype: Any) -> str:
     """
     if isinstance(dtype, str):
         return dtype
+    try:
+        return _NAMES[dtype]  # (numpy computes a dtype's name in Python: 3 us; this, 50 ns)
+    except (KeyError, TypeError):
+        pass
     name = getattr(dtype, "name", None)
-    if isinstance(name, str):
-        return name
-    if isinstance(dtype, type):
-        return dtype.__name__
-    text = str(dtype)
-    return text[6:] if text.startswith("torch.") else text
+    if not isinstance(name, str):
+        text = dtype.__name__ if isinstance(dtype, type) else str(dtype)
+        name = text[6:] if text.startswith("torch.") else text
+    if len(_NAMES) < _NAMES_LIMIT:
+        try:
+            _NAMES[dtype] = name
+        except TypeError:  # unhashable
+            pass
+    return name
+
+
+_NAMES: dict[Any, str] = {}  # dtype -> its name; dtypes are few (at most _NAMES_LIMIT kept)
+_NAMES_LIMIT = 512
 
 
 def is_inexact_dtype(dtype: Any) -> bool:

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from treekit import _saved
 from treekit._atomic import atomic_file
+from treekit._describe import dtype_name
 from treekit._errors import StructureMismatchError
 from treekit._keys import KeyPath, keystr
 from treekit._traverse import flatten
@@ -153,7 +154,7 @@ def _read(path: str | os.PathLike[str], mmap: bool) -> tuple[Any, dict[str, Any]
 
     tensors, metadata = _safetensors.read(path, mmap=mmap)
     raw = metadata.get(_RECORD)
-    found = {name: (array.dtype.name, array.shape) for name, array in tensors.items()}
+    found = {name: (dtype_name(array.dtype), array.shape) for name, array in tensors.items()}
     return (None if raw is None else _parse(path, raw.encode("utf-8"), found)), tensors, "."
 
 
@@ -294,7 +295,7 @@ def _header(path: str | os.PathLike[str]) -> tuple[Any, Any]:
     raw = header.metadata.get(_RECORD)
     if raw is None:
         return None, header
-    found = {name: (_safetensors.dtype_of(t.dtype).name, t.shape) for name, t in header.tensors.items()}
+    found = {name: (dtype_name(_safetensors.dtype_of(t.dtype)), t.shape) for name, t in header.tensors.items()}
     return _parse(path, raw.encode("utf-8"), found), header
 
 
@@ -329,7 +330,7 @@ def metadata(path: str | os.PathLike[str]) -> Any:
 
     record, header = _header(path)
     specs = {
-        name: ShapeDtype(t.shape, _safetensors.dtype_of(t.dtype).name) for name, t in header.tensors.items()
+        name: ShapeDtype(t.shape, dtype_name(_safetensors.dtype_of(t.dtype))) for name, t in header.tensors.items()
     }
 
     def spec(entry: dict[str, Any], _: Any) -> Any:

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from treekit._atomic import atomic_file
+from treekit._describe import dtype_name
 from treekit._progress import Progress
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def code_of(dtype: Any) -> str | None:
     dtype = np.dtype(dtype)
     if dtype.byteorder == ">" or (dtype.byteorder == "=" and sys.byteorder == "big"):
         return None
-    return _BY_NAME.get(dtype.name)
+    return _BY_NAME.get(dtype_name(dtype))
 
 
 def write(

@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-from treekit._describe import is_array
+from treekit._describe import dtype_name, is_array
 from treekit._keys import KeyPath, keystr
 from treekit._registry import NAMEDTUPLE, lookup
 from treekit._traverse import flatten
@@ -137,7 +137,7 @@ def leaf_record(leaf: Any, path: str, arrays: dict[str, Any], stored: Any) -> An
             dtype = dtype.newbyteorder("<")
             array = np.asarray(array).astype(dtype)
         name = path if path and path not in arrays else f"{path}#{len(arrays)}"
-        record.update(array=name, dtype=dtype.name)
+        record.update(array=name, dtype=dtype_name(dtype))
         if not stored(dtype):  # bfloat16, float8, int4 in a .npz; complex128 in a .safetensors
             record["shape"] = list(array.shape)
             array = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
@@ -233,7 +233,7 @@ def leaf_value(entry: dict[str, Any], arrays: dict[str, Any]) -> Any:
     if "value" in entry:
         return decode(entry["value"])
     value = arrays[entry["array"]]
-    if value.dtype.name != entry["dtype"]:
+    if dtype_name(value.dtype) != entry["dtype"]:
         value = value.view(dtype_named(entry["dtype"]))
     if "shape" in entry:
         value = value.reshape(entry["shape"])
