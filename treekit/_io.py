@@ -28,8 +28,7 @@ from treekit._traverse import flatten
 __all__ = ["PickleRefused", "load", "load_leaf", "metadata", "read_npz", "save"]
 
 _RECORD = "__treekit__"
-
-
+_ZIP = (b"PK\x03\x04", b"PK\x05\x06")  # a zip file's first member, or an empty zip file
 _PICKLE_WHY = "unpickling runs code chosen by whoever wrote the file"
 
 
@@ -51,7 +50,13 @@ class PickleRefused(ValueError):
 
 
 def save(path: str | os.PathLike[str], tree: Any) -> None:
-    """Write ``tree`` to the ``.npz`` file ``path``, atomically; :func:`load` reads it back.
+    """Write ``tree`` to the file ``path``, atomically; :func:`load` reads it back.
+
+    A name ending in ``.npz`` gets treekit 0.1's layout (a ``.npz`` of ``.npy`` members); any
+    other name the safetensors layout, which ``safetensors.safe_open`` and other tools read:
+    each array leaf a tensor named by its key path (``['params']['w']``), the structure in
+    the header's metadata. Arrays are written one at a time (a jax array is copied to the
+    host when its turn comes).
 
     Keeps lists, tuples, ``None``, dicts with keys of any JSON-able type (in insertion order),
     ``OrderedDict``, ``defaultdict``, namedtuples, registered dataclasses and other
@@ -61,9 +66,9 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
     leaf the record cannot hold (a function defined in a function) is saved without what
     only its class knows: :func:`load` rebuilds it into a template (``like=``). Array leaves
     (numpy, jax: saved as numpy; typed PRNG keys as their key data and implementation;
-    bfloat16, float8 and other ml_dtypes as raw bytes with their dtype) are stored as
-    ``.npy`` members; numbers, strings and bytes in the structure record. Nothing is
-    pickled. The file is written to a temporary file in the same folder and renamed over
+    dtypes the layout has no code for, such as int4, as raw bytes with their dtype) are
+    stored as tensors or ``.npy`` members; numbers, strings and bytes in the structure
+    record. Nothing is pickled. The file is written to a temporary file in the same folder and renamed over
     ``path`` only once complete: a crash or error leaves the old file (or none), never half
     of a new one.
 
@@ -116,11 +121,7 @@ def read_npz(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     import numpy as np
 
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if head[:1] == b"\x80":  # every pickle of protocol 2 or later starts so
-        raise PickleRefused(f"refusing to load a pickle file: {_PICKLE_WHY}")
-    if head not in (b"PK\x03\x04", b"PK\x05\x06"):
+    if _head(path) not in _ZIP:
         raise ValueError("not a valid .npz (zip) file: it does not start as a zip file does")
     out: dict[str, Any] = {}
     try:
@@ -139,14 +140,19 @@ def read_npz(path: str | os.PathLike[str]) -> dict[str, Any]:
     return out
 
 
+def _head(path: str | os.PathLike[str]) -> bytes:
+    """The first 4 bytes of a file; a pickle (protocol 2 or later: it starts with 0x80) refused."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head[:1] == b"\x80":
+        raise PickleRefused(f"refusing to load a pickle file: {_PICKLE_WHY}")
+    return head
+
+
 def _read(path: str | os.PathLike[str], mmap: bool) -> tuple[Any, dict[str, Any], str]:
     """(the structure record, or None for a file treekit did not write; the arrays by name; what
     separates a foreign file's names: '/' in a .npz (flatten_dict's), '.' in a .safetensors (HF's))."""
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if head[:1] == b"\x80":  # every pickle of protocol 2 or later starts so
-        raise PickleRefused(f"refusing to load a pickle file: {_PICKLE_WHY}")
-    if head in (b"PK\x03\x04", b"PK\x05\x06") or os.fspath(path).endswith(".npz"):
+    if _head(path) in _ZIP or os.fspath(path).endswith(".npz"):
         arrays = read_npz(path)
         raw = arrays.pop(_RECORD, None)
         return (None if raw is None else _parse(path, bytes(raw))), arrays, "/"
@@ -156,6 +162,7 @@ def _read(path: str | os.PathLike[str], mmap: bool) -> tuple[Any, dict[str, Any]
     raw = metadata.get(_RECORD)
     found = {name: (dtype_name(array.dtype), array.shape) for name, array in tensors.items()}
     return (None if raw is None else _parse(path, raw.encode("utf-8"), found)), tensors, "."
+
 
 
 def _parse(path: str | os.PathLike[str], raw: bytes, tensors: dict[str, tuple[str, Any]] | None = None) -> Any:
@@ -279,24 +286,20 @@ def _damaged(path: str | os.PathLike[str]) -> Iterator[None]:
         raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({detail})") from None
 
 
-def _header(path: str | os.PathLike[str]) -> tuple[Any, Any]:
-    """(the structure record or None, the safetensors header) of a file, read from its header alone."""
+def _header(path: str | os.PathLike[str]) -> tuple[Any, Any, dict[str, tuple[str, Any]]]:
+    """(the structure record or None, the safetensors header, each tensor's (dtype name, shape)) of
+    a file, read from its header alone."""
     from treekit import _safetensors
 
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if head[:1] == b"\x80" or head in (b"PK\x03\x04", b"PK\x05\x06"):
-        kind = "pickle" if head[:1] == b"\x80" else ".npz"
+    if _head(path) in _ZIP:
         raise ValueError(
-            f"{os.fspath(path)}: expected a .safetensors file (treekit.save's layout), got a {kind}; "
+            f"{os.fspath(path)}: expected a .safetensors file (treekit.save's layout), got a .npz; "
             "treekit.load reads a .npz whole"
         )
     header = _safetensors.read_header(path)
-    raw = header.metadata.get(_RECORD)
-    if raw is None:
-        return None, header
     found = {name: (dtype_name(_safetensors.dtype_of(t.dtype)), t.shape) for name, t in header.tensors.items()}
-    return _parse(path, raw.encode("utf-8"), found), header
+    raw = header.metadata.get(_RECORD)
+    return (None if raw is None else _parse(path, raw.encode("utf-8"), found)), header, found
 
 
 def metadata(path: str | os.PathLike[str]) -> Any:
@@ -325,19 +328,15 @@ def metadata(path: str | os.PathLike[str]) -> Any:
     Raises:
         ValueError: For a damaged file or one of another kind, naming the file and what is wrong.
     """
-    from treekit import _safetensors
     from treekit._specs import ShapeDtype
 
-    record, header = _header(path)
-    specs = {
-        name: ShapeDtype(t.shape, dtype_name(_safetensors.dtype_of(t.dtype))) for name, t in header.tensors.items()
-    }
+    record, _, found = _header(path)
+    specs = {name: ShapeDtype(shape, dtype) for name, (dtype, shape) in found.items()}
 
     def spec(entry: dict[str, Any], _: Any) -> Any:
         if "value" in entry:
             return _saved.decode(entry["value"])
-        found = specs[entry["array"]]
-        return ShapeDtype(tuple(entry.get("shape", found.shape)), entry["dtype"])
+        return ShapeDtype(tuple(entry.get("shape", specs[entry["array"]].shape)), entry["dtype"])
 
     if record is None:
         return specs
@@ -379,7 +378,7 @@ def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False
     """
     from treekit import _safetensors
 
-    record, header = _header(path)
+    record, header, _ = _header(path)
     want = key_path if isinstance(key_path, str) else keystr(tuple(key_path))
     if record is None:
         entry = {"array": want, "dtype": None}
@@ -488,10 +487,11 @@ def _fit(got: Any, want: Any) -> tuple[Any, tuple[str, str] | None]:
         return got, (_what(want), _what(got))
     if tuple(got.shape) != tuple(want.shape):
         return got, (f"shape {tuple(want.shape)}", f"shape {tuple(got.shape)}")
-    if str(got.dtype) != str(want.dtype):
+    wanted = dtype_name(want.dtype)
+    if dtype_name(got.dtype) != wanted:
         import numpy as np
 
-        target = _saved.dtype_named(str(want.dtype)) if "key<" not in str(want.dtype) else None
+        target = _saved.dtype_named(wanted) if "key<" not in wanted else None
         if target is not None and got.dtype.kind == "V" and got.dtype.itemsize == target.itemsize:
             return got.view(target), None  # raw bytes (numpy.savez of bfloat16): like's dtype
         if target is None or np.dtype(got.dtype) != target:

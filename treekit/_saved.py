@@ -25,12 +25,10 @@ from treekit._traverse import flatten
 from treekit._treedef import Node
 
 FORMAT = "treekit.save"
-
-
 VERSION = 1
-
-
 DICT_KINDS = ("dict", "ordereddict", "defaultdict")
+KINDS = ("list", "tuple", "none", *DICT_KINDS, "namedtuple", "registered", "jax", "template")
+TEMPLATE = object()  # a leaf the file did not keep (a function made in a function): like's is used
 
 
 class Unsaveable(Exception):
@@ -290,7 +288,7 @@ def node_value(kind: str, entry: dict[str, Any], children: list[Any]) -> Any:
                 raise ValueError(f"a defaultdict's default_factory must be a class or None, got {factory!r:.60}")
             return collections.defaultdict(factory, out)
         return out
-    if kind not in ("namedtuple", "registered"):
+    if kind not in ("namedtuple", "registered"):  # (jax and template nodes are rebuilt only into like)
         raise ValueError(f"unknown node kind {kind!r:.40}")
     cls = decode({"ref": entry["type"]})
     if kind == "namedtuple":
@@ -303,9 +301,6 @@ def node_value(kind: str, entry: dict[str, Any], children: list[Any]) -> Any:
     if ntype is None or ntype.type is not cls:
         raise ValueError(f"{entry['type'].replace(':', '.')} is not registered as a pytree node")
     return ntype.unflatten(decode(entry["data"]), children)
-
-
-KINDS = ("list", "tuple", "none", *DICT_KINDS, "namedtuple", "registered", "jax", "template")
 
 
 def check_nodes(entries: list[Any]) -> None:
@@ -335,9 +330,6 @@ def by_path(record: Any, arrays: dict[str, Any]) -> dict[str, Any]:
     found, _, paths = flatten(rebuild(record, arrays), with_path=True)
     assert paths is not None
     return {keystr(p): leaf for p, leaf in zip(paths, found)}
-
-
-TEMPLATE = object()  # a leaf the file did not keep (a function made in a function): like's is used
 
 
 def record_of(tree: Any, stored: Any) -> tuple[str, dict[str, Any]]:
@@ -372,7 +364,7 @@ def record_of(tree: Any, stored: Any) -> tuple[str, dict[str, Any]]:
                 records.append(node_record(ntype, data, arity))
         except Unsaveable as exc:
             what = "a leaf" if ntype is None else f"a {ntype.type.__qualname__} node"
-            where = path_of_node(tree, nodes, at)
+            where = paths[leaf_index] if ntype is None else path_of_node(tree, nodes, at)
             raise TypeError(
                 f"tree{keystr(where)}: expected {what} that saves without pickle, got {exc}"
             ) from None
