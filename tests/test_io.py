@@ -104,6 +104,42 @@ def test_the_file_is_a_plain_npz_without_pickles(tmp_path: Path) -> None:
         assert data["['w']"].tolist() == [1.0, 1.0]
 
 
+def test_a_file_of_the_first_release_loads(tmp_path: Path) -> None:
+    """Record version 1 (treekit 0.2.0's .npz): arrays named 0, 1, ..., no key paths, raw bf16 bytes."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    record = {
+        "format": "treekit.save",
+        "version": 1,
+        "nodes": [
+            {"array": "0", "dtype": "int64", "scalar": True},
+            {"value": 0.5},
+            {"node": "tuple", "n": 2},
+            {"array": "1", "dtype": "bfloat16"},
+            {"node": "dict", "n": 2, "keys": ["opt", "w"], "order": ["w", "opt"]},
+        ],
+    }
+    w = np.array([1.5, -2.0], ml_dtypes.bfloat16)
+    raw = np.frombuffer(json.dumps(record).encode(), np.uint8)
+    np.savez(tmp_path / "old.npz", **{"0": np.array(3), "1": w.view("V2"), "__treekit__": raw})
+    back = treekit.load(tmp_path / "old.npz")
+    assert list(back) == ["w", "opt"] and back["w"].dtype == w.dtype and back["w"].tolist() == [1.5, -2.0]
+    assert type(back["opt"][0]) is np.int64 and back["opt"][1] == 0.5
+    restored = treekit.load(tmp_path / "old.npz", like={"w": w, "opt": (np.int64(0), 0.0)})
+    assert restored["w"].dtype == w.dtype and restored["opt"] == (3, 0.5)
+
+
+def test_keys_named_like_record_fields_and_a_root_leaf_round_trip(tmp_path: Path) -> None:
+    tree = {"node": np.ones(1), "template": np.zeros(1), "value": {"array": np.arange(2)}, "path": 1}
+    treekit.save(tmp_path / "t.safetensors", tree)
+    for back in (treekit.load(tmp_path / "t.safetensors"), treekit.load(tmp_path / "t.safetensors", like=tree)):
+        assert _same(back, tree)
+    assert treekit.load_leaf(tmp_path / "t.safetensors", "['value']['array']").tolist() == [0, 1]
+    treekit.save(tmp_path / "root.safetensors", np.arange(3))  # the root's key path is '': its tensor another name
+    assert treekit.load(tmp_path / "root.safetensors").tolist() == [0, 1, 2]
+    assert treekit.load_leaf(tmp_path / "root.safetensors", ()).tolist() == [0, 1, 2]
+    assert treekit.metadata(tmp_path / "root.safetensors") == treekit.ShapeDtype((3,), "int64")
+
+
 def test_other_names_save_the_safetensors_layout(tmp_path: Path) -> None:
     safetensors = pytest.importorskip("safetensors")
     name = tmp_path / "t.safetensors"
@@ -117,7 +153,8 @@ def test_other_names_save_the_safetensors_layout(tmp_path: Path) -> None:
     assert list(back) == list(tree) and back["lr"] == 0.1 and back["step"] == 3 and type(back["step"]) is np.int64
     assert back["mlp/~/linear_0"]["w"].dtype == np.float32 and type(back[0]) is list
     mapped = treekit.load(name, mmap=True)
-    assert isinstance(mapped["mlp/~/linear_0"]["w"], np.memmap) and not mapped["mlp/~/linear_0"]["w"].flags.writeable
+    w = mapped["mlp/~/linear_0"]["w"]
+    assert not w.flags.writeable and not w.flags.owndata and w.tolist() == [[1.0] * 3] * 2
 
 
 def test_jax_arrays_are_saved_as_numpy(tmp_path: Path) -> None:
@@ -411,7 +448,13 @@ DAMAGED = "damaged or unreadable treekit structure record"
 
 
 def _set(entry: int, key: str, value: Any) -> Any:
-    return lambda record: record["nodes"][entry].__setitem__(key, value)
+    def change(record: Any) -> None:
+        nodes = record["nodes"]
+        if type(nodes[entry]) is str:  # an array named by its path: the same, as an object
+            nodes[entry] = {"path": nodes[entry], "array": nodes[entry]}
+        nodes[entry][key] = value
+
+    return change
 
 
 @pytest.mark.parametrize(

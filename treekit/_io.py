@@ -11,12 +11,14 @@ bytes of the record. Both load, with the tree's own structure or into a template
 from __future__ import annotations
 
 import contextlib
+import functools
+import gc
 import json
 import os
 import re
 import zipfile
-from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 from treekit import _saved
 from treekit._atomic import atomic_file
@@ -27,9 +29,29 @@ from treekit._traverse import flatten
 
 __all__ = ["PickleRefused", "load", "load_leaf", "metadata", "read_npz", "save"]
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 _RECORD = "__treekit__"
 _ZIP = (b"PK\x03\x04", b"PK\x05\x06")  # a zip file's first member, or an empty zip file
 _PICKLE_WHY = "unpickling runs code chosen by whoever wrote the file"
+
+
+def _uncollected(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``fn`` run with the cyclic garbage collector paused (as it was before, after): a record
+    and a header make objects by the ten thousand, none in a cycle, and the collections their
+    making sets off walk them again and again (a fifth of a 20,000-leaf load)."""
+
+    @functools.wraps(fn)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return run
 
 
 class PickleRefused(ValueError):
@@ -49,6 +71,7 @@ class PickleRefused(ValueError):
     __module__ = "treekit"  # tracebacks and reprs show the public name
 
 
+@_uncollected
 def save(path: str | os.PathLike[str], tree: Any) -> None:
     """Write ``tree`` to the file ``path``, atomically; :func:`load` reads it back.
 
@@ -160,41 +183,51 @@ def _read(path: str | os.PathLike[str], mmap: bool) -> tuple[Any, dict[str, Any]
 
     tensors, metadata = _safetensors.read(path, mmap=mmap)
     raw = metadata.get(_RECORD)
-    found = {name: (dtype_name(array.dtype), array.shape) for name, array in tensors.items()}
-    return (None if raw is None else _parse(path, raw.encode("utf-8"), found)), tensors, "."
+    record = None if raw is None else _parse(path, raw.encode("utf-8"), tensors, lambda a: dtype_name(a.dtype))
+    return record, tensors, "."
 
 
-
-def _parse(path: str | os.PathLike[str], raw: bytes, tensors: dict[str, tuple[str, Any]] | None = None) -> Any:
-    """The structure record; with the header's ``tensors`` (name: (dtype, shape)), checked to agree with them."""
+def _parse(
+    path: str | os.PathLike[str], raw: bytes, tensors: dict[str, Any] | None = None, dtype: Any = None
+) -> Any:
+    """The structure record; with the header's ``tensors`` by name (``dtype(tensor)``: its dtype's
+    name), checked to agree with them: each named once, each dtype the record claims the header's."""
+    where = os.fspath(path)
     try:
         record = json.loads(raw.decode("utf-8"))
     except ValueError as exc:
-        raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({exc})") from None
+        raise ValueError(f"{where}: damaged or unreadable treekit structure record ({exc})") from None
     entries = record.get("nodes") if isinstance(record, dict) else None
     if tensors is None or not isinstance(entries, list):
         return record  # (_saved.rebuild says what else is wrong with it)
-    used: set[str] = set()
-    for entry in entries:
-        name = entry.get("array") if isinstance(entry, dict) else None
-        if name is None:
-            continue
-        if not isinstance(name, str) or name not in tensors or name in used:
-            how = "twice" if name in used else "but the header has no such tensor"
-            raise ValueError(f"{os.fspath(path)}: the structure record names tensor {name!r:.80} {how}")
-        used.add(name)
-        dtype = "uint8" if "shape" in entry else entry.get("dtype")  # (raw bytes: the record has the dtype)
-        if tensors[name][0] != dtype:
-            raise ValueError(
-                f"{os.fspath(path)}: tensor {name!r:.80}: the structure record says dtype {dtype!r:.40}, "
-                f"the header {tensors[name][0]}"
-            )
-    if extra := [name for name in tensors if name not in used]:
-        where = os.fspath(path)
+    leaves = _saved.arrays_of(entries)
+    names = [e if type(e) is str else e["array"] for e in leaves]
+    try:
+        agree = len(names) == len(tensors) and set(names) == tensors.keys()
+    except TypeError:  # (an unhashable name)
+        agree = False
+    if not agree:
+        used: set[str] = set()
+        for name in names:
+            if not isinstance(name, str) or name not in tensors or name in used:
+                how = "twice" if name in used else "but the header has no such tensor"
+                raise ValueError(f"{where}: the structure record names tensor {name!r:.80} {how}")
+            used.add(name)
+        extra = [name for name in tensors if name not in used]
         raise ValueError(f"{where}: tensors {extra[:3]} ({len(extra)} in all) are not in the structure record")
+    for entry in leaves:
+        if type(entry) is str or "dtype" not in entry:
+            continue
+        claim = "uint8" if "shape" in entry else entry["dtype"]  # (raw bytes: the record has the dtype)
+        if dtype(tensors[entry["array"]]) != claim:
+            raise ValueError(
+                f"{where}: tensor {entry['array']!r:.80}: the structure record says dtype {claim!r:.40}, "
+                f"the header {dtype(tensors[entry['array']])}"
+            )
     return record
 
 
+@_uncollected
 def load(
     path: str | os.PathLike[str],
     like: Any = None,
@@ -286,9 +319,8 @@ def _damaged(path: str | os.PathLike[str]) -> Iterator[None]:
         raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({detail})") from None
 
 
-def _header(path: str | os.PathLike[str]) -> tuple[Any, Any, dict[str, tuple[str, Any]]]:
-    """(the structure record or None, the safetensors header, each tensor's (dtype name, shape)) of
-    a file, read from its header alone."""
+def _header(path: str | os.PathLike[str]) -> tuple[Any, Any]:
+    """(the structure record or None, the safetensors header) of a file, read from its header alone."""
     from treekit import _safetensors
 
     if _head(path) in _ZIP:
@@ -297,11 +329,12 @@ def _header(path: str | os.PathLike[str]) -> tuple[Any, Any, dict[str, tuple[str
             "treekit.load reads a .npz whole"
         )
     header = _safetensors.read_header(path)
-    found = {name: (dtype_name(_safetensors.dtype_of(t.dtype)), t.shape) for name, t in header.tensors.items()}
     raw = header.metadata.get(_RECORD)
-    return (None if raw is None else _parse(path, raw.encode("utf-8"), found)), header, found
+    record = None if raw is None else _parse(path, raw.encode("utf-8"), header.tensors, _safetensors.dtype_name_of)
+    return record, header
 
 
+@_uncollected
 def metadata(path: str | os.PathLike[str]) -> Any:
     """The tree saved in the ``.safetensors`` file ``path``, with :class:`~treekit.ShapeDtype` leaves for
     its arrays, read from the file's header alone (no array bytes, no jax).
@@ -328,26 +361,30 @@ def metadata(path: str | os.PathLike[str]) -> Any:
     Raises:
         ValueError: For a damaged file or one of another kind, naming the file and what is wrong.
     """
+    from treekit import _safetensors
     from treekit._specs import ShapeDtype
 
-    record, _, found = _header(path)
-    specs = {name: ShapeDtype(shape, dtype) for name, (dtype, shape) in found.items()}
+    record, header = _header(path)
+    specs = {name: ShapeDtype(t.shape, _safetensors.dtype_name_of(t)) for name, t in header.tensors.items()}
 
-    def spec(entry: dict[str, Any], _: Any) -> Any:
+    def spec(entry: Any, _: Any) -> Any:
+        if type(entry) is str:
+            return specs[entry]
         if "value" in entry:
             return _saved.decode(entry["value"])
-        return ShapeDtype(tuple(entry.get("shape", specs[entry["array"]].shape)), entry["dtype"])
+        saved = specs[entry["array"]]
+        return ShapeDtype(tuple(entry["shape"]), entry["dtype"]) if "shape" in entry else saved
 
     if record is None:
         return specs
-    try:
-        with _damaged(path):
+    with _damaged(path):
+        try:
             return _saved.rebuild(record, specs, spec)
-    except _saved.NeedsTemplate:
-        leaves = [e for e in record["nodes"] if "node" not in e and "array" in e]
-        return {e["path"]: spec(e, None) for e in leaves}
+        except _saved.NeedsTemplate:
+            return {_saved.path_of(e): spec(e, None) for e in _saved.arrays_of(record["nodes"])}
 
 
+@_uncollected
 def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False) -> Any:
     """One array leaf of the ``.safetensors`` file ``path``, reading only its bytes.
 
@@ -378,19 +415,22 @@ def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False
     """
     from treekit import _safetensors
 
-    record, header, _ = _header(path)
+    record, header = _header(path)
     want = key_path if isinstance(key_path, str) else keystr(tuple(key_path))
+    leaves = [] if record is None else _saved.arrays_of(record["nodes"])
     if record is None:
-        entry = {"array": want, "dtype": None}
+        entry: Any = want if want in header.tensors else None
+    elif want in leaves:  # (an entry that is a name is the leaf at that path)
+        entry = want
     else:
-        found = [e for e in record.get("nodes", ()) if isinstance(e, dict) and "array" in e and e.get("path") == want]
-        entry = found[0] if found else {"array": None}
-    name = entry["array"]
-    if not isinstance(name, str) or name not in header.tensors:
-        names = [e["path"] for e in record["nodes"] if "array" in e] if record is not None else list(header.tensors)
+        entry = next((e for e in leaves if type(e) is dict and e.get("path") == want), None)
+    if entry is None:
+        names = [_saved.path_of(e) for e in leaves] if record is not None else list(header.tensors)
         raise KeyError(f"{os.fspath(path)}: no array leaf at {want!r} (there are {len(names)}, e.g. {names[:3]})")
+    name = entry if type(entry) is str else entry["array"]
     array = _safetensors.read_tensor(path, header, name, mmap=mmap)
-    return array if record is None else _saved.leaf_value(entry, {name: array})
+    with _damaged(path):
+        return _saved.leaf_value(entry, {name: array})
 
 
 def _rules(rename: Sequence[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap as mapping
 import os
 import reprlib
 import sys
@@ -29,11 +30,12 @@ from treekit._progress import Progress
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Header", "Tensor", "code_of", "dtype_of", "read", "read_header", "read_tensor", "write"]
+__all__ = ["Header", "Tensor", "code_of", "dtype_name_of", "dtype_of", "read", "read_header", "read_tensor", "write"]
 
 MAX_HEADER = 100_000_000  # bytes, safetensors' own limit
 MAX_NDIM = 64  # numpy's
 _CHUNK = 1 << 24  # bytes per write() call, and per copied slab of a non-contiguous array
+_SMALL = 1 << 20  # bytes: a tensor under this is copied out of a map of the file, not read
 # code: (numpy dtype name, item size); the names are those safetensors' Python binding maps.
 _CODES = {
     "F64": ("float64", 8), "F32": ("float32", 4), "F16": ("float16", 2), "BF16": ("bfloat16", 2),
@@ -44,6 +46,8 @@ _CODES = {
     "F8_E4M3FNUZ": ("float8_e4m3fnuz", 1), "F8_E5M2FNUZ": ("float8_e5m2fnuz", 1),
 }  # fmt: skip
 _BY_NAME = {name: code for code, (name, _) in _CODES.items()}
+_SIZES = {code: size for code, (_, size) in _CODES.items()}
+_INT = frozenset({int})
 _ML_DTYPES = frozenset(name for name, _ in _CODES.values() if name.startswith(("bfloat", "float8")))
 _FOREIGN = (  # how other files start; consulted only once a header length makes no sense
     (b"PK\x03\x04", "a zip file (.npz, or a torch .pt/.bin checkpoint?)"),
@@ -113,10 +117,20 @@ def code_of(dtype: Any) -> str | None:
     """
     import numpy as np
 
-    dtype = np.dtype(dtype)
+    if not isinstance(dtype, np.dtype):
+        dtype = np.dtype(dtype)
     if dtype.byteorder == ">" or (dtype.byteorder == "=" and sys.byteorder == "big"):
         return None
     return _BY_NAME.get(dtype_name(dtype))
+
+
+def dtype_name_of(tensor: Tensor) -> str:
+    """The numpy name of a tensor's dtype (``'bfloat16'`` for ``BF16``), importing nothing.
+
+    >>> dtype_name_of(Tensor('BF16', (2,), 8, 12))
+    'bfloat16'
+    """
+    return _CODES[tensor.dtype][0]
 
 
 def write(
@@ -150,20 +164,23 @@ def write(
     """
     import numpy as np
 
-    entries: list[tuple[str, Any, np.dtype[Any], tuple[int, ...], str]] = []
+    entries: list[tuple[str, Any, np.dtype[Any], tuple[int, ...], str, int]] = []
     names: set[str] = set()
     for name, array in tensors:
         if type(name) is not str:
             raise TypeError(f"tensor name: expected str, got {type(name).__name__} {_short(name)}")
         if name == "__metadata__" or name in names:
             raise ValueError(f"tensor {name!r}: expected a unique name other than '__metadata__', got it again")
-        if not (hasattr(array, "shape") and hasattr(array, "dtype")):
-            array = np.asarray(array)
-        dtype, shape = np.dtype(array.dtype), tuple(int(n) for n in array.shape)
+        if type(array) is np.ndarray:  # (its shape holds ints already)
+            dtype, shape = array.dtype, array.shape
+        else:
+            if not (hasattr(array, "shape") and hasattr(array, "dtype")):
+                array = np.asarray(array)
+            dtype, shape = np.dtype(array.dtype), tuple(map(int, array.shape))
         code = code_of(dtype)
         if code is None:
             raise TypeError(f"tensor {name!r}: expected an array of a dtype with a safetensors code, got dtype {dtype}")
-        entries.append((name, array, dtype, shape, code))
+        entries.append((name, array, dtype, shape, code, math.prod(shape) * dtype.itemsize))
         names.add(name)
     entries.sort(key=lambda e: -e[2].itemsize)  # stable: ties keep the given order
     header: dict[str, Any] = {}
@@ -172,8 +189,7 @@ def write(
             raise TypeError(f"metadata: expected a dict of str to str, got {_short(metadata)}")
         header["__metadata__"] = metadata
     offset = 0
-    for name, _, dtype, shape, code in entries:
-        size = math.prod(shape) * dtype.itemsize
+    for name, _, _, shape, code, size in entries:
         header[name] = {"dtype": code, "shape": list(shape), "data_offsets": [offset, offset + size]}
         offset += size
     try:
@@ -185,9 +201,9 @@ def write(
         raise ValueError(f"header: expected at most {MAX_HEADER} bytes of JSON, got {len(blob)}")
     with atomic_file(path) as f, Progress(f"save {os.path.basename(os.fspath(path))}", offset) as progress:
         f.write(len(blob).to_bytes(8, "little") + blob)
-        for name, array, dtype, shape, _ in entries:
+        for name, array, dtype, shape, _, size in entries:
             _write_array(f, name, array, dtype, shape)
-            progress.advance(math.prod(shape) * dtype.itemsize)
+            progress.advance(size)
 
 
 def _write_array(f: IO[bytes], name: str, array: Any, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
@@ -196,6 +212,12 @@ def _write_array(f: IO[bytes], name: str, array: Any, dtype: np.dtype[Any], shap
     a = np.asarray(array)
     if a.dtype != dtype or a.shape != shape:
         raise ValueError(f"tensor {name!r}: expected {dtype}{list(shape)} as it claimed, got {a.dtype}{list(a.shape)}")
+    if a.flags.c_contiguous and a.nbytes <= _CHUNK:
+        try:
+            f.write(a)  # type: ignore[call-overload]  # (most arrays: one write of its buffer)
+            return
+        except (TypeError, ValueError, BufferError):
+            pass  # (a dtype numpy exports no buffer for: its bytes, below)
     if a.flags.c_contiguous:
         slabs: Iterable[Any] = (a,)
     else:  # copy a few rows at a time, not the whole array
@@ -264,7 +286,29 @@ def _header(f: IO[bytes], p: str) -> Header:
         if type(value) is not str:
             raise ValueError(f"{p}: __metadata__[{key!r}]: expected a string, got {_kind(value)} {_short(value)}")
     data_start, data_size = 8 + n, size - 8 - n
-    regions = sorted(_region(f"{p}: tensor {name!r}", name, info, data_size) for name, info in obj.items())
+    regions = []
+    for name, info in obj.items():
+        try:  # (a well-formed entry, checked in few steps; for any other, _region says what is wrong)
+            code, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
+            good = (
+                len(info) == 3
+                and code in _SIZES
+                and type(shape) is list
+                and len(shape) <= MAX_NDIM
+                and set(map(type, shape)) <= _INT
+                and min(shape, default=0) >= 0
+                and type(begin) is int
+                and type(end) is int
+                and 0 <= begin <= end <= data_size
+                and end - begin == math.prod(shape) * _SIZES[code]
+            )
+        except (TypeError, KeyError, ValueError):
+            good = False
+        if good:
+            regions.append((begin, end, name, code, tuple(shape)))
+        else:
+            regions.append(_region(f"{p}: tensor {name!r}", name, info, data_size))
+    regions.sort()
     at, previous = 0, ""
     for begin, end, name, _, _ in regions:
         if begin != at:
@@ -344,7 +388,7 @@ def read_tensor(
     Args:
         source: The file's path, or the file open for binary reading.
         header: Its header; name: the tensor's name.
-        mmap: Map the tensor read-only (:class:`numpy.memmap`) instead of reading it: memory
+        mmap: Give a read-only view of a map of the file instead of reading the tensor: memory
             grows only by the pages touched.
 
     Raises:
@@ -357,7 +401,7 @@ def read_tensor(
     return _tensor(source, _label(source), header, name, mmap)
 
 
-def _tensor(f: IO[bytes], p: str, header: Header, name: str, mmap: bool, mapped: Any = None) -> np.ndarray[Any, Any]:
+def _tensor(f: IO[bytes], p: str, header: Header, name: str, mmap: bool) -> np.ndarray[Any, Any]:
     import numpy as np
 
     t = header.tensors.get(name)
@@ -368,10 +412,8 @@ def _tensor(f: IO[bytes], p: str, header: Header, name: str, mmap: bool, mapped:
     if size < t.end:
         raise ValueError(f"{p}: tensor {name!r}: expected bytes [{t.begin}, {t.end}], got a {size}-byte file")
     if mmap:
-        mapped = np.memmap(f, np.uint8, "r", shape=(size,)) if mapped is None else mapped
-        out: np.ndarray[Any, Any] = mapped[t.begin : t.end].view(dtype).reshape(t.shape)
-        return out
-    out = np.empty(t.shape, dtype)
+        return _view(_map(f), t, dtype)
+    out: np.ndarray[Any, Any] = np.empty(t.shape, dtype)
     view = out.reshape(-1).view(np.uint8).data
     f.seek(t.begin)
     got = 0
@@ -394,8 +436,8 @@ def read(path: str | os.PathLike[str], mmap: bool = False) -> tuple[dict[str, np
     ...     name = os.path.join(d, 'ckpt.safetensors')
     ...     write(name, [('b', np.zeros(2, np.float32))], {'step': '10'})
     ...     tensors, metadata = read(name, mmap=True)
-    ...     type(tensors['b']).__name__, metadata
-    ('memmap', {'step': '10'})
+    ...     tensors['b'].flags.writeable, metadata
+    (False, {'step': '10'})
 
     Args:
         path: The file.
@@ -404,15 +446,40 @@ def read(path: str | os.PathLike[str], mmap: bool = False) -> tuple[dict[str, np
     Raises:
         ValueError: For a damaged or foreign file, as :func:`read_header`.
     """
-    import numpy as np
-
     p = os.fspath(path)
     with open(path, "rb") as f:
         header = _header(f, p)
-        mapped = np.memmap(f, np.uint8, "r", shape=(header.size,)) if mmap else None
-        out = {}
+        # Small tensors are copied out of one map of the file (a read call each costs more than
+        # the copy); big ones read into their arrays. With mmap=True, each is a view of the map.
+        whole = _map(f)
+        dtypes = {code: dtype_of(code) for code in {t.dtype for t in header.tensors.values()}}
+        out, view = {}, None
         with Progress(f"load {os.path.basename(p)}", 0 if mmap else header.size - header.data_start) as progress:
             for name, t in header.tensors.items():
-                out[name] = _tensor(f, p, header, name, mmap, mapped)
-                progress.advance(0 if mmap else t.end - t.begin)
+                nbytes, dtype = t.end - t.begin, dtypes[t.dtype]
+                if mmap or 0 < nbytes < _SMALL:
+                    view = _view(whole, t, dtype)
+                    out[name] = view if mmap else view.copy()
+                else:
+                    out[name] = _tensor(f, p, header, name, False)
+                progress.advance(0 if mmap else nbytes)
+        if not mmap:
+            del view  # (the map closes only once no array views it)
+            whole.close()
         return out, header.metadata
+
+
+def _map(f: IO[bytes]) -> mapping.mmap:
+    """A read-only map of the whole file (it stays open while an array views it)."""
+    return mapping.mmap(f.fileno(), 0, access=mapping.ACCESS_READ)
+
+
+def _view(whole: mapping.mmap, t: Tensor, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """Tensor ``t`` as a read-only array viewing the map ``whole``."""
+    import numpy as np
+
+    if t.end == t.begin:  # (no bytes to view)
+        out: np.ndarray[Any, Any] = np.empty(t.shape, dtype)
+        out.flags.writeable = False
+        return out
+    return np.frombuffer(whole, dtype, (t.end - t.begin) // dtype.itemsize, t.begin).reshape(t.shape)

@@ -2,14 +2,18 @@
 the tree rebuilt from it (treekit.save and load write and read it; treekit/_io.py owns the files).
 
 The record lists the tree's nodes in post-order (the order of :class:`~treekit.TreeDef`'s
-nodes). Each leaf is a reference to its array (named by its key path) with its dtype, or its
-value (numbers, strings, bytes, module-level classes and functions, tagged), or, for a leaf
-the record cannot hold, only its class's name. Each node has its kind and what rebuilding it
-needs: dict keys (of any JSON-able type, tagged, with their insertion order), the class of a
-namedtuple, registered dataclass or custom node by import path, and their node data; a node
-only its class can build (registered with JAX only, or node data that is not plain data) has
-its class's name, and is rebuilt only into a template. Rebuilding is a loop over that list:
-no recursion, no pickle, no import (a class is looked up in the modules already imported).
+nodes). An array leaf is the name of its array, which is its key path (a JSON string); one
+the name alone does not describe (raw bytes of a dtype the file has no code for, a typed key,
+a numpy scalar, a path another leaf took) is an object with its path, its array's name and
+what else rebuilding needs. Any other leaf is its value (numbers, strings, bytes,
+module-level classes and functions, tagged) or, for a leaf the record cannot hold, only its
+class's name. Each node has its kind and what rebuilding it needs: dict keys (of any JSON-able
+type, tagged, with their insertion order), the class of a namedtuple, registered dataclass or
+custom node by import path, and their node data; a node only its class can build (registered
+with JAX only, or node data that is not plain data) has its class's name, and is rebuilt only
+into a template. Rebuilding is a loop over that list: no recursion, no pickle, no import (a
+class is looked up in the modules already imported). Version 1 (treekit 0.1's ``.npz`` files)
+has no key paths: each array leaf is ``{"array": name, "dtype": ...}``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from treekit._traverse import flatten
 from treekit._treedef import Node
 
 FORMAT = "treekit.save"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)  # 1: treekit 0.1, no key paths
 DICT_KINDS = ("dict", "ordereddict", "defaultdict")
 KINDS = ("list", "tuple", "none", *DICT_KINDS, "namedtuple", "registered", "jax", "template")
 TEMPLATE = object()  # a leaf the file did not keep (a function made in a function): like's is used
@@ -97,6 +102,11 @@ def decode(data: Any) -> Any:
     raise ValueError(f"unknown tag {tag!r}")
 
 
+def decode_key(data: Any) -> Any:
+    """:func:`decode` of a dict key (most are strings: returned at once)."""
+    return data if type(data) is str else decode(data)
+
+
 def key_impl(leaf: Any) -> str | None:
     """The PRNG implementation's name (``'threefry2x32'``) of a typed jax key array, else None."""
     if "jax" not in sys.modules or not hasattr(leaf, "dtype"):
@@ -113,6 +123,10 @@ def leaf_record(leaf: Any, path: str, arrays: dict[str, Any], stored: Any) -> An
     path, as itself where ``stored(dtype)`` (the file layout has the dtype), else as raw bytes."""
     import numpy as np
 
+    if type(leaf) is np.ndarray and leaf.dtype.byteorder != ">" and not leaf.dtype.hasobject and stored(leaf.dtype):
+        name = _name(path, arrays)  # (most leaves: only the name is recorded)
+        arrays[name] = leaf
+        return name if name == path else {"path": path, "array": name}
     if is_array(leaf) or (hasattr(leaf, "__array__") and hasattr(leaf, "dtype")):
         record: dict[str, Any] = {"path": path}
         impl = key_impl(leaf)
@@ -134,19 +148,23 @@ def leaf_record(leaf: Any, path: str, arrays: dict[str, Any], stored: Any) -> An
         if dtype.byteorder == ">":  # files are little-endian
             dtype = dtype.newbyteorder("<")
             array = np.asarray(array).astype(dtype)
-        name = path if path and path not in arrays else f"{path}#{len(arrays)}"
-        record.update(array=name, dtype=dtype_name(dtype))
+        name = record["array"] = _name(path, arrays)
         if not stored(dtype):  # bfloat16, float8, int4 in a .npz; complex128 in a .safetensors
-            record["shape"] = list(array.shape)
+            record.update(dtype=dtype_name(dtype), shape=list(array.shape))
             array = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
         arrays[name] = array
         if isinstance(leaf, np.generic):
             record["scalar"] = True
-        return record
+        return name if record == {"path": name, "array": name} else record
     try:
         return {"path": path, "value": encode(leaf)}
     except Unsaveable:  # a function made in a function, an object: like's leaf takes its place
         return {"path": path, "template": class_name(type(leaf))}
+
+
+def _name(path: str, arrays: dict[str, Any]) -> str:
+    """The array name of the leaf at ``path``: the path, unless empty (the root) or taken."""
+    return path if path and path not in arrays else f"{path}#{len(arrays)}"
 
 
 def node_record(ntype: Any, data: Any, arity: int) -> dict[str, Any]:
@@ -199,17 +217,19 @@ def path_of_node(tree: Any, nodes: tuple[Node, ...], target: int) -> KeyPath:
 
 
 def rebuild(record: Any, arrays: dict[str, Any], leaf: Any = None) -> Any:
-    if not isinstance(record, dict) or record.get("format") != FORMAT or type(record.get("nodes")) is not list:
-        raise ValueError("not a treekit.save structure record")
-    if record.get("version") != VERSION:
-        raise ValueError(f"structure record version {record.get('version')!r}; this treekit reads {VERSION}")
+    entries = nodes_of(record)
     stack: list[Any] = []
     firsts: list[str | None] = []  # the key path of each subtree's first leaf (for messages)
-    for entry in record["nodes"]:
-        if "template" in entry and "node" not in entry:
-            raise NeedsTemplate(entry["template"], entry.get("path"), leaf=True)
-        if "array" in entry or "value" in entry:
-            stack.append((leaf or leaf_value)(entry, arrays))
+    value = leaf or leaf_value
+    for entry in entries:
+        if type(entry) is str:
+            stack.append(value(entry, arrays))
+            firsts.append(entry)
+            continue
+        if "node" not in entry:
+            if "template" in entry:
+                raise NeedsTemplate(entry["template"], entry.get("path"), leaf=True)
+            stack.append(value(entry, arrays))
             firsts.append(entry.get("path"))
             continue
         kind, n = entry["node"], entry["n"]
@@ -227,11 +247,23 @@ def rebuild(record: Any, arrays: dict[str, Any], leaf: Any = None) -> Any:
     return stack[0]
 
 
-def leaf_value(entry: dict[str, Any], arrays: dict[str, Any]) -> Any:
+def nodes_of(record: Any) -> list[Any]:
+    """The post-order entries of a structure record of a version this treekit reads."""
+    if not isinstance(record, dict) or record.get("format") != FORMAT or type(record.get("nodes")) is not list:
+        raise ValueError("not a treekit.save structure record")
+    if record.get("version") not in READS:
+        raise ValueError(f"structure record version {record.get('version')!r}; this treekit reads {READS}")
+    nodes: list[Any] = record["nodes"]
+    return nodes
+
+
+def leaf_value(entry: Any, arrays: dict[str, Any]) -> Any:
+    if type(entry) is str:
+        return arrays[entry]
     if "value" in entry:
         return decode(entry["value"])
     value = arrays[entry["array"]]
-    if dtype_name(value.dtype) != entry["dtype"]:
+    if "dtype" in entry and dtype_name(value.dtype) != entry["dtype"]:
         value = value.view(dtype_named(entry["dtype"]))
     if "shape" in entry:
         value = value.reshape(entry["shape"])
@@ -240,6 +272,16 @@ def leaf_value(entry: dict[str, Any], arrays: dict[str, Any]) -> Any:
 
         return jax.random.wrap_key_data(value, impl=entry["key_impl"])
     return value[()] if entry.get("scalar") else value
+
+
+def arrays_of(entries: list[Any]) -> list[Any]:
+    """The array leaves' entries (names, or objects with ``"array"``), in order."""
+    return [e for e in entries if type(e) is str or (type(e) is dict and "array" in e)]
+
+
+def path_of(entry: Any) -> Any:
+    """A leaf entry's key path (``keystr``); ``None`` in version 1."""
+    return entry if type(entry) is str else entry.get("path")
 
 
 class NeedsTemplate(ValueError):
@@ -276,10 +318,9 @@ def node_value(kind: str, entry: dict[str, Any], children: list[Any]) -> Any:
     if kind == "none":
         return None
     if kind in DICT_KINDS:
-        keys = [decode(k) for k in entry["keys"]]
-        out = dict(zip(keys, children))
+        out = dict(zip(map(decode_key, entry["keys"]), children))
         if "order" in entry:
-            out = {k: out[k] for k in map(decode, entry["order"])}
+            out = {k: out[k] for k in map(decode_key, entry["order"])}
         if kind == "ordereddict":
             return collections.OrderedDict(out)
         if kind == "defaultdict":
@@ -307,7 +348,7 @@ def check_nodes(entries: list[Any]) -> None:
     """The post-order records make one tree of known node kinds (as :func:`rebuild` would find)."""
     depth = 0
     for entry in entries:
-        if "node" not in entry:
+        if type(entry) is str or "node" not in entry:
             depth += 1
             continue
         kind, n = entry["node"], entry["n"]
@@ -322,14 +363,19 @@ def check_nodes(entries: list[Any]) -> None:
 
 def by_path(record: Any, arrays: dict[str, Any]) -> dict[str, Any]:
     """The file's leaves by ``keystr`` of their key paths (files of treekit 0.1 record none: rebuilt)."""
-    entries = record.get("nodes") if isinstance(record, dict) else None
-    leaves = [e for e in entries or () if isinstance(e, dict) and "node" not in e]
-    if leaves and all(isinstance(e.get("path"), str) for e in leaves):
-        check_nodes(entries or [])  # (like= gives the structure; a damaged record is refused all the same)
-        return {e["path"]: TEMPLATE if "template" in e else leaf_value(e, arrays) for e in leaves}
-    found, _, paths = flatten(rebuild(record, arrays), with_path=True)
-    assert paths is not None
-    return {keystr(p): leaf for p, leaf in zip(paths, found)}
+    entries = nodes_of(record)
+    if record["version"] == 1:
+        found, _, paths = flatten(rebuild(record, arrays), with_path=True)
+        assert paths is not None
+        return {keystr(p): leaf for p, leaf in zip(paths, found)}
+    check_nodes(entries)  # (like= gives the structure; a damaged record is refused all the same)
+    out = {}
+    for e in entries:
+        if type(e) is str:
+            out[e] = arrays[e]
+        elif "node" not in e:
+            out[e["path"]] = TEMPLATE if "template" in e else leaf_value(e, arrays)
+    return out
 
 
 def record_of(tree: Any, stored: Any) -> tuple[str, dict[str, Any]]:
