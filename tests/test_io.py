@@ -140,6 +140,27 @@ def test_keys_named_like_record_fields_and_a_root_leaf_round_trip(tmp_path: Path
     assert treekit.metadata(tmp_path / "root.safetensors") == treekit.ShapeDtype((3,), "int64")
 
 
+@pytest.mark.parametrize("start", [b"\x80", b"\x80\x02"], ids=["0x80", "as pickle protocol 2 starts"])
+def test_a_header_length_that_starts_as_a_pickle_does_is_still_safetensors(
+    tmp_path: Path, start: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The header length's low byte is 0x80 in 1 file in 32 (it is a multiple of 8)."""
+    from treekit.__main__ import main
+
+    name = tmp_path / "t.safetensors"
+    for k in range(0, 4096, 8):  # a string leaf of each length, until the file starts so
+        tree = {"w": np.arange(3.0), "note": "x" * k}
+        treekit.save(name, tree)
+        if name.read_bytes().startswith(start):
+            break
+    else:
+        pytest.fail(f"no file started with {start!r}")
+    assert _same(treekit.load(name), tree) and _same(treekit.load(name, like=tree), tree)
+    assert treekit.metadata(name)["note"] == tree["note"]
+    assert treekit.load_leaf(name, "['w']").tolist() == [0.0, 1.0, 2.0]
+    assert main(["show", str(name)]) == 0 and "['w']" in capsys.readouterr().out
+
+
 def test_other_names_save_the_safetensors_layout(tmp_path: Path) -> None:
     safetensors = pytest.importorskip("safetensors")
     name = tmp_path / "t.safetensors"

@@ -34,6 +34,7 @@ _R = TypeVar("_R")
 _RECORD = "__treekit__"
 _ZIP = (b"PK\x03\x04", b"PK\x05\x06")  # a zip file's first member, or an empty zip file
 _PICKLE_WHY = "unpickling runs code chosen by whoever wrote the file"
+_PICKLE_FILE = f"refusing to load a pickle file: {_PICKLE_WHY}"
 
 
 def _uncollected(fn: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -144,7 +145,10 @@ def read_npz(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     import numpy as np
 
-    if _head(path) not in _ZIP:
+    head = _head(path)
+    if _pickled(head):
+        raise PickleRefused(_PICKLE_FILE)
+    if head not in _ZIP:
         raise ValueError("not a valid .npz (zip) file: it does not start as a zip file does")
     out: dict[str, Any] = {}
     try:
@@ -164,12 +168,15 @@ def read_npz(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _head(path: str | os.PathLike[str]) -> bytes:
-    """The first 4 bytes of a file; a pickle (protocol 2 or later: it starts with 0x80) refused."""
+    """The first 4 bytes of a file."""
     with open(path, "rb") as f:
-        head = f.read(4)
-    if head[:1] == b"\x80":
-        raise PickleRefused(f"refusing to load a pickle file: {_PICKLE_WHY}")
-    return head
+        return f.read(4)
+
+
+def _pickled(head: bytes) -> bool:
+    """Whether a file starting with ``head`` may be a pickle (protocol 2 or later: 0x80). A
+    safetensors file may start so too (its header length's low byte): it is read as one first."""
+    return head[:1] == b"\x80"
 
 
 def _read(path: str | os.PathLike[str], mmap: bool) -> tuple[Any, dict[str, Any], str]:
@@ -181,7 +188,12 @@ def _read(path: str | os.PathLike[str], mmap: bool) -> tuple[Any, dict[str, Any]
         return (None if raw is None else _parse(path, bytes(raw))), arrays, "/"
     from treekit import _safetensors
 
-    tensors, metadata = _safetensors.read(path, mmap=mmap)
+    try:
+        tensors, metadata = _safetensors.read(path, mmap=mmap)
+    except ValueError:
+        if _pickled(_head(path)):
+            raise PickleRefused(_PICKLE_FILE) from None
+        raise
     raw = metadata.get(_RECORD)
     record = None if raw is None else _parse(path, raw.encode("utf-8"), tensors, lambda a: dtype_name(a.dtype))
     return record, tensors, "."
@@ -328,7 +340,12 @@ def _header(path: str | os.PathLike[str]) -> tuple[Any, Any]:
             f"{os.fspath(path)}: expected a .safetensors file (treekit.save's layout), got a .npz; "
             "treekit.load reads a .npz whole"
         )
-    header = _safetensors.read_header(path)
+    try:
+        header = _safetensors.read_header(path)
+    except ValueError:
+        if _pickled(_head(path)):
+            raise PickleRefused(_PICKLE_FILE) from None
+        raise
     raw = header.metadata.get(_RECORD)
     record = None if raw is None else _parse(path, raw.encode("utf-8"), header.tensors, _safetensors.dtype_name_of)
     return record, header

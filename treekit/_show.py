@@ -155,10 +155,10 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
         head = f.read(4)
     if not head:
         raise ValueError("expected a tree, got an empty file")
-    pickled = head[:1] == b"\x80"  # every pickle protocol >= 2 starts so
+    pickled = head[:1] == b"\x80"  # every pickle protocol >= 2 starts so (and 1 safetensors file in 32)
     if suffix in _PICKLE_SUFFIXES and head in _ZIP_MAGIC:
         raise ValueError(_ZIP_NOT_PICKLE)
-    if suffix in _PICKLE_SUFFIXES or (pickled and suffix not in (".npz", ".npy")):
+    if suffix in _PICKLE_SUFFIXES or (pickled and suffix not in (".npz", ".npy", ".safetensors")):
         if not allow_pickle:
             raise ValueError(f"refusing to load a pickle file: {_PICKLE_WHY}")
         return _unpickle(path)
