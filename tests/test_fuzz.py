@@ -555,7 +555,7 @@ class _Plain:
 def test_wrong_arguments_raise_type_errors_naming_them(call: Callable[[], Any], message: str) -> None:
     with pytest.raises(TypeError, match=re.escape(message)):
         call()
-    assert _Plain not in treekit._registry._REGISTRY
+    assert _Plain not in treekit._registry.REGISTERED
 
 
 def test_optimizers_take_python_number_leaves() -> None:

@@ -751,7 +751,7 @@ _ORDER_ROUND = itertools.count()
 
 @_unlocked
 def _evict_orders() -> None:
-    """More insertion orders than the registry keeps (4,096): every `_Keys` before goes."""
+    """More insertion orders than the registry keeps (4,096): every `SortedKeys` before goes."""
     r = next(_ORDER_ROUND)
     treekit.tree_leaves([{f"o{r}_{i}b": 0, f"o{r}_{i}a": 1} for i in range(4200)])
 

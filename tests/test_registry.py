@@ -541,7 +541,7 @@ def test_a_type_registered_while_it_is_being_resolved_is_a_node(monkeypatch: pyt
         if cls is Late:
             treekit.register_pytree_node(Late, lambda x: ((x.v,), None), lambda _, c: Late(*c))
 
-    monkeypatch.setattr(_registry, "_FOREIGN", [register_meanwhile])
+    monkeypatch.setattr(_registry, "FOREIGN", [register_meanwhile])
     try:
         lookup(Late)
         assert lookup(Late) is not None
@@ -590,7 +590,7 @@ def test_the_type_cache_is_bounded_and_lets_dropped_classes_go() -> None:
     gc.collect()
     assert gone() is None
     assert len(_registry._ANSWERED) <= _registry._CACHE_LIMIT
-    assert len(_registry.TYPES) <= len(_registry._REGISTRY) + _registry._CACHE_LIMIT
+    assert len(_registry.TYPES) <= len(_registry.REGISTERED) + _registry._CACHE_LIMIT
     assert treekit.tree_leaves([1, (2,), {"a": None}]) == [1, 2]  # registered types never evicted
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from treekit._describe import describe_leaf, is_array, is_inexact_dtype
-from treekit._errors import _format
+from treekit._errors import format_message
 from treekit._traverse import IsLeaf, LeafPaths, flatten
 
 __all__ = ["assert_rank", "assert_shape", "assert_tree_all_finite", "assert_tree_no_nones"]
@@ -62,7 +62,7 @@ def assert_tree_all_finite(tree: Any, *, is_leaf: IsLeaf | None = None) -> None:
         if isinstance(x, numbers.Number) and not is_array(x):
             # ints are always finite (and may be too big for a complex)
             if isinstance(x, numbers.Complex) and not isinstance(x, numbers.Integral) and not np.isfinite(complex(x)):
-                lines.append(_format("tree", paths[i], "a finite number", repr(x), None, None))
+                lines.append(format_message("tree", paths[i], "a finite number", repr(x), None, None))
             continue
         if not (is_array(x) and is_inexact_dtype(x.dtype)):
             continue  # not numbers, or bool and int arrays: always finite
@@ -74,7 +74,7 @@ def assert_tree_all_finite(tree: Any, *, is_leaf: IsLeaf | None = None) -> None:
             parts = [f"{nans} NaN"] if nans else []
             parts += [f"{count - nans} inf"] if count - nans else []
             got = f"{count} of {values.size} not finite"
-            lines.append(_format("tree", paths[i], "finite values", got, ", ".join(parts), None))
+            lines.append(format_message("tree", paths[i], "finite values", got, ", ".join(parts), None))
     if lines:
         _fail("tree is not all finite", lines)
 
@@ -100,7 +100,7 @@ def assert_tree_no_nones(tree: Any) -> None:
     """
     __tracebackhide__ = True
     leaves, paths = _with_paths(tree, lambda x: x is None)
-    lines = [_format("tree", paths[i], "no None", "None", None, None) for i, x in enumerate(leaves) if x is None]
+    lines = [format_message("tree", paths[i], "no None", "None", None, None) for i, x in enumerate(leaves) if x is None]
     if lines:
         _fail("tree holds None", lines)
 
@@ -220,9 +220,9 @@ def assert_shape(tree: Any, expected_shapes: Any, *, is_leaf: IsLeaf | None = No
         got = _shape_of(x)
         expected = f"shape {_shape_text(want)}"
         if got is None:
-            lines.append(_format("tree", paths[i], expected, _leaf_text(x), "no shape", None))
+            lines.append(format_message("tree", paths[i], expected, _leaf_text(x), "no shape", None))
         elif (problem := _shape_problem(got, want)) is not None:
-            lines.append(_format("tree", paths[i], expected, f"shape {_shape_text(got)}", problem, None))
+            lines.append(format_message("tree", paths[i], expected, f"shape {_shape_text(got)}", problem, None))
     if lines:
         header = f"have shape {_shape_text(expected_shapes)}" if single else "have the expected shapes"
         _fail(f"tree does not {header}", lines)
@@ -272,9 +272,11 @@ def assert_rank(tree: Any, expected_ranks: Any, *, is_leaf: IsLeaf | None = None
         got = _shape_of(x)
         expected = f"rank {_dim_text(want)}" if isinstance(want, int) else f"rank in {_dim_text(want)}"
         if got is None:
-            lines.append(_format("tree", paths[i], expected, _leaf_text(x), "no shape", None))
+            lines.append(format_message("tree", paths[i], expected, _leaf_text(x), "no shape", None))
         elif not (len(got) == want if isinstance(want, int) else len(got) in want):
-            lines.append(_format("tree", paths[i], expected, f"rank {len(got)}", f"shape {_shape_text(got)}", None))
+            lines.append(
+                format_message("tree", paths[i], expected, f"rank {len(got)}", f"shape {_shape_text(got)}", None)
+            )
     if lines:
         header = f"rank {_dim_text(expected_ranks)}" if single else "the expected ranks"
         if single and not isinstance(expected_ranks, int):

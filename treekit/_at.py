@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Union
 
 from treekit._errors import StructureMismatchError, flatten_noted
-from treekit._keys import FlattenedIndexKey, KeyPath, SequenceKey, _simple, keystr, plain_key
+from treekit._keys import FlattenedIndexKey, KeyPath, SequenceKey, keystr, plain_key, simple_text
 from treekit._registry import LIST, TUPLE, lookup
 from treekit._traverse import IsLeaf, flatten
 from treekit._treedef import _describe_value, _unflatten, describe
@@ -84,7 +84,7 @@ def _simple_index(text: str, pos: int, keys: Sequence[Any], sep: str) -> tuple[i
     ends at ``sep`` or the end (longest wins): ``(index, where the next key starts)``."""
     best, best_end = -1, pos - 1
     for i, key in enumerate(keys):
-        spelling = _simple(key)
+        spelling = simple_text(key)
         end = pos + len(spelling)
         if end > best_end and text.startswith(spelling, pos) and (end == len(text) or text.startswith(sep, end)):
             best, best_end = i, end
@@ -172,7 +172,7 @@ def _named(tree: Any, name: str, label: str) -> list[KeyPath]:
     found: list[KeyPath] = []
 
     def visit(path: KeyPath, _: Any) -> bool:
-        if path and type(plain_key(path[-1])) is str and _simple(path[-1]) == name:
+        if path and type(plain_key(path[-1])) is str and simple_text(path[-1]) == name:
             found.append(path)
         return False
 

@@ -7,7 +7,7 @@ import numbers
 from typing import Any, NamedTuple
 
 from treekit._describe import describe_leaf, dtype_name, is_array
-from treekit._errors import StructureAssertionError, StructureMismatchError, _format
+from treekit._errors import StructureAssertionError, StructureMismatchError, format_message
 from treekit._keys import DictKey, KeyPath, keystr
 from treekit._registry import lookup, sort_keys
 from treekit._traverse import IsLeaf, LeafPaths, flatten
@@ -103,7 +103,7 @@ class Difference(NamedTuple):
         >>> Difference((DictKey('w'),), 'missing', 1, None).line('tree')
         "tree['w']: expected 1, got no such key"
         """
-        return _format(label, self.path, *_texts(self))
+        return format_message(label, self.path, *_texts(self))
 
 
 class TreeDiff(list[Difference]):
@@ -433,7 +433,7 @@ def _typed(x: Any) -> str:
 
 
 def _texts(d: Difference) -> tuple[str, str, str | None, None]:
-    """(expected, got, detail, hint) for :func:`treekit._errors._format`."""
+    """(expected, got, detail, hint) for :func:`treekit._errors.format_message`."""
     kind, left, right = d.kind, d.left, d.right
     if kind == "node":
         return left, right, None, None

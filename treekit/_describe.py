@@ -10,7 +10,7 @@ from typing import Any
 
 __all__ = ["describe_leaf", "dtype_name", "is_array", "itemsize", "short_dtype"]
 
-_SHORT = {
+SHORT_DTYPES = {
     "bool": "bool",
     "bfloat16": "bf16",
     "float16": "f16",
@@ -110,10 +110,10 @@ def short_dtype(dtype: Any) -> str:
     ('f32', 'u8', 'float8_e4m3fn')
     """
     name = dtype_name(dtype)
-    return _SHORT.get(name, name)
+    return SHORT_DTYPES.get(name, name)
 
 
-def _dim_text(dim: Any) -> str:
+def dim_text(dim: Any) -> str:
     return "?" if dim is None else "..." if dim is Ellipsis else str(dim)
 
 
@@ -130,6 +130,6 @@ def describe_leaf(x: Any, width: int = 60) -> str:
     """
     if is_array(x):
         dtype = "?" if x.dtype is None else short_dtype(x.dtype)
-        return f"{dtype}[{','.join(_dim_text(d) for d in x.shape)}]"
+        return f"{dtype}[{','.join(dim_text(d) for d in x.shape)}]"
     text = repr(x)
     return text if len(text) <= width else text[: width - 3] + "..."

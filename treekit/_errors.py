@@ -50,7 +50,7 @@ def safe_keystr(path: KeyPath) -> str:
         return "".join(parts)
 
 
-def _format(label: str, path: KeyPath, expected: str, got: str, detail: str | None, hint: str | None) -> str:
+def format_message(label: str, path: KeyPath, expected: str, got: str, detail: str | None, hint: str | None) -> str:
     message = f"{label}{safe_keystr(path)}: expected {expected}, got {got}"
     if detail:
         message += f" ({detail})"
@@ -98,7 +98,7 @@ class StructureMismatchError(ValueError):
         detail: str | None = None,
         hint: str | None = None,
     ) -> None:
-        super().__init__(_format(label, path, expected, got, detail, hint))
+        super().__init__(format_message(label, path, expected, got, detail, hint))
         self.label = label
         self.path = tuple(path)
         self.expected = expected
@@ -177,7 +177,7 @@ class TreeCycleError(ValueError):
 
     def __init__(self, label: str, path: KeyPath, ancestor: KeyPath, what: str) -> None:
         super().__init__(
-            _format(
+            format_message(
                 label,
                 path,
                 "a tree",

@@ -61,9 +61,9 @@ def connected() -> bool:
 
 def install() -> None:
     """Bridge now if jax is imported, else once it is; called by ``import treekit``."""
-    _registry._LISTENERS.append(_on_register)
+    _registry.LISTENERS.append(_on_register)
     _treedef.CONVERTERS.append(_convert)
-    _registry._FOREIGN.append(_from_jax)
+    _registry.FOREIGN.append(_from_jax)
     if not _jax_ready():
         if not any(isinstance(finder, _ImportHook) for finder in sys.meta_path):
             sys.meta_path.insert(0, _ImportHook())
@@ -142,7 +142,7 @@ def _connect() -> None:
         if _state["connected"]:
             return
         _watch_jax()
-        for ntype in list(_registry._REGISTRY.values()):
+        for ntype in list(_registry.REGISTERED.values()):
             _mirror(ntype)
         _state["connected"] = True
         _registry.forget_answers()  # types remembered as leaves may be JAX nodes
@@ -177,7 +177,7 @@ def _mirror(ntype: NodeType) -> None:
     import jax.tree_util as jtu
 
     def current() -> NodeType:
-        entry = _registry._REGISTRY.get(cls)
+        entry = _registry.REGISTERED.get(cls)
         if entry is None:
             raise TypeError(f"{cls.__qualname__} was unregistered from treekit; JAX cannot unregister it")
         return entry
@@ -271,7 +271,7 @@ def _take(registry: Any, cls: Any, own: Callable[[], _JaxOwn]) -> bool:
 
 
 def _jax_registered(cls: Any) -> None:
-    if cls not in _registry._REGISTRY:  # not treekit's own mirror being made
+    if cls not in _registry.REGISTERED:  # not treekit's own mirror being made
         _registry.forget_answers()
 
 

@@ -197,7 +197,7 @@ def plain_key(entry: Any) -> Any:
     return entry
 
 
-def _simple(entry: Any) -> str:
+def simple_text(entry: Any) -> str:
     if type(entry) is SequenceKey:
         return str(entry.idx)
     if type(entry) is DictKey:
@@ -232,7 +232,7 @@ def keystr(keys: KeyPath, *, simple: bool = False, separator: str = "") -> str:
     """
     if not isinstance(separator, str):
         raise TypeError(f"keystr: separator: expected str, got {type(separator).__name__}")
-    return separator.join(map(_simple if simple else str, keys))
+    return separator.join(map(simple_text if simple else str, keys))
 
 
 _pure_keystr = keystr

@@ -179,11 +179,11 @@ def tree_bias_correction(moment: Any, decay: Any, count: Any) -> Any:
     return _JITTED["bias"](moment, decay, count)
 
 
-class _ParamsPlaceholder:
+class ParamsPlaceholder:
     """Stands for the params in :func:`tree_map_params`: a node without leaves."""
 
 
-register_pytree_node(_ParamsPlaceholder, lambda x: ((), None), lambda _, __: _ParamsPlaceholder())
+register_pytree_node(ParamsPlaceholder, lambda x: ((), None), lambda _, __: ParamsPlaceholder())
 
 
 def tree_map_params(
@@ -218,15 +218,15 @@ def tree_map_params(
     Returns:
         A state of ``state``'s structure.
     """
-    placeholder = _ParamsPlaceholder()
+    placeholder = ParamsPlaceholder()
     init = initable.init if hasattr(initable, "init") else initable
     with_placeholders = init(placeholder)
 
     def map_params(maybe_placeholder: Any, value: Any) -> Any:
-        if isinstance(maybe_placeholder, _ParamsPlaceholder):
+        if isinstance(maybe_placeholder, ParamsPlaceholder):
             return tree_map(f, value, *rest, is_leaf=is_leaf)
         if transform_non_params is not None:
             return transform_non_params(value)
         return value
 
-    return tree_map(map_params, with_placeholders, state, is_leaf=lambda v: isinstance(v, _ParamsPlaceholder))
+    return tree_map(map_params, with_placeholders, state, is_leaf=lambda v: isinstance(v, ParamsPlaceholder))

@@ -7,7 +7,7 @@ from operator import is_not, lt
 from typing import Any
 
 from treekit._errors import count_children, safe_repr
-from treekit._registry import NAMEDTUPLE, TYPES, NodeType, _Keys, lookup, sort_keys
+from treekit._registry import NAMEDTUPLE, TYPES, NodeType, SortedKeys, lookup, sort_keys
 
 __all__ = ["LEAF", "Node", "checked_records"]
 
@@ -164,12 +164,12 @@ def _keys(n: int) -> str:
 
 def _keys_problem(keys: Any, arity: int, in_leaf_order: bool) -> str | None:
     """What dict node data should be instead, or ``None``: ``arity`` distinct keys, as a tuple,
-    in leaf order (sorted) for dicts and defaultdicts, where a ``_Keys`` also keeps the
+    in leaf order (sorted) for dicts and defaultdicts, where a ``SortedKeys`` also keeps the
     insertion order (the same keys)."""
     order = " in sorted order" if in_leaf_order and arity > 1 else ""
     distinct = f"{arity} distinct dict keys" if arity > 1 else _keys(arity)
     wanted = f"node data: a tuple of {distinct}{order}"
-    if type(keys) is not tuple and not (in_leaf_order and type(keys) is _Keys):
+    if type(keys) is not tuple and not (in_leaf_order and type(keys) is SortedKeys):
         return wanted
     try:
         if len(keys) != arity or len(set(keys)) != arity:
@@ -181,7 +181,7 @@ def _keys_problem(keys: Any, arity: int, in_leaf_order: bool) -> str | None:
                 in_order = sort_keys(keys) == list(keys)
             if not in_order:
                 return wanted
-        if type(keys) is _Keys:
+        if type(keys) is SortedKeys:
             original = getattr(keys, "original", None)
             if type(original) is not tuple or len(original) != arity or set(original) != set(keys):
                 return wanted

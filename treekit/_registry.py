@@ -69,7 +69,7 @@ def dict_keys(ntype: NodeType, node_data: Any) -> Sequence[Any]:
 
 
 # The registry: exact type -> NodeType. Writes hold _LOCK.
-_REGISTRY: dict[type, NodeType] = {}
+REGISTERED: dict[type, NodeType] = {}
 # What the walkers read, lock-free: the registry plus the answer for other types seen lately
 # (the shared namedtuple entry, another registry's entry, or None for a leaf type). Readers
 # never see a registered type missing or wrong: entries of registered types are only ever
@@ -93,9 +93,9 @@ def _locked() -> Iterator[None]:
             _HELD.depth -= 1
 
 # Called with each NodeType registered (the JAX bridge mirrors registrations from here).
-_LISTENERS: list[Callable[[NodeType], None]] = []
+LISTENERS: list[Callable[[NodeType], None]] = []
 # Asked about types that are neither registered nor namedtuples (the JAX bridge adds one).
-_FOREIGN: list[Callable[[type], NodeType | None]] = []
+FOREIGN: list[Callable[[type], NodeType | None]] = []
 # The answers remembered for unregistered types, oldest first: at most _CACHE_LIMIT, so the
 # classes a program makes and drops are not kept alive by treekit for long.
 _ANSWERED: dict[type, None] = {}
@@ -128,7 +128,7 @@ def resolve(cls: type) -> NodeType | None:
     the answer is stored under the lock, and only if ``cls`` is still unregistered and no
     answers were forgotten since it was worked out.
     """
-    registered = _REGISTRY.get(cls)
+    registered = REGISTERED.get(cls)
     if registered is not None:
         return registered
     generation = _generation[0]
@@ -136,12 +136,12 @@ def resolve(cls: type) -> NodeType | None:
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         ntype = NAMEDTUPLE
     else:
-        for find in list(_FOREIGN):
+        for find in list(FOREIGN):
             ntype = find(cls)
             if ntype is not None:
                 break
     with _locked():
-        registered = _REGISTRY.get(cls)
+        registered = REGISTERED.get(cls)
         if registered is not None:
             return registered
         if generation == _generation[0] and cls not in _ANSWERED:
@@ -196,20 +196,20 @@ gc.callbacks.append(_forget_before_full_collection)
 
 def _add(ntype: NodeType) -> None:
     with _locked():
-        if ntype.type in _REGISTRY:
+        if ntype.type in REGISTERED:
             name = f"{ntype.type.__module__}.{ntype.type.__qualname__}"
             raise ValueError(f"{name} is already registered as a pytree node")
-        _REGISTRY[ntype.type] = ntype
+        REGISTERED[ntype.type] = ntype
         _ANSWERED.pop(ntype.type, None)
         TYPES[ntype.type] = ntype
-    for listener in list(_LISTENERS):
+    for listener in list(LISTENERS):
         listener(ntype)
 
 
 def _remove(cls: type) -> None:
     """Forget ``cls`` (tests' fixtures use it; JAX's registry, if mirrored, keeps it)."""
     with _locked():
-        del _REGISTRY[cls]
+        del REGISTERED[cls]
         TYPES.pop(cls, None)
 
 
@@ -274,12 +274,12 @@ def _dict_entries(keys: Iterable[Any]) -> list[DictKey]:
 
 
 # -- dict key order -----------------------------------------------------------------------------
-class _Keys(tuple):  # type: ignore[type-arg]
+class SortedKeys(tuple):  # type: ignore[type-arg]
     """Sorted dict keys (compared and hashed as a tuple) that remember insertion order.
 
     ``original`` is the insertion order; ``take(d)`` gives a dict's values in sorted-key order
     and ``put(children)`` children given in sorted-key order in insertion order (both tuples:
-    a ``_Keys`` has at least two keys). One is made per insertion order and shared.
+    a ``SortedKeys`` has at least two keys). One is made per insertion order and shared.
     """
 
     original: tuple[Any, ...]
@@ -291,8 +291,8 @@ class _Keys(tuple):  # type: ignore[type-arg]
         return (_make_order, (self.original, list(self)))
 
 
-def _make_order(keys: tuple[Any, ...], ordered: list[Any]) -> _Keys:
-    out = _Keys(ordered)
+def _make_order(keys: tuple[Any, ...], ordered: list[Any]) -> SortedKeys:
+    out = SortedKeys(ordered)
     out.original = keys
     out.take = operator.itemgetter(*ordered)
     position = {key: i for i, key in enumerate(ordered)}
@@ -301,12 +301,12 @@ def _make_order(keys: tuple[Any, ...], ordered: list[Any]) -> _Keys:
     return out
 
 
-# insertion order -> its shared `_Keys` (dicts inserted in sorted order need none), oldest
+# insertion order -> its shared `SortedKeys` (dicts inserted in sorted order need none), oldest
 # first. Bounded by keys, all orders together (the oldest go first; a bigger dict's order is
 # not kept), so that big dicts flattened once leave little behind; an entry is used only for
 # the very key objects it was made from (a dict with a key equal to but not the same as
-# another's, as 1.0 and 1, gets a `_Keys` of its own keys).
-ORDERS: dict[tuple[Any, ...], _Keys] = {}
+# another's, as 1.0 and 1, gets a `SortedKeys` of its own keys).
+ORDERS: dict[tuple[Any, ...], SortedKeys] = {}
 _ORDERS_LIMIT = 4096  # orders
 _ORDERS_KEYS = 1 << 16  # keys
 _orders_held = [0]  # keys in ORDERS
@@ -373,7 +373,7 @@ def _flatten_list(node: Any, with_path: bool) -> tuple[Any, None, Any]:
 
 def _flatten_dict(node: dict[Any, Any], with_path: bool) -> tuple[Sequence[Any], tuple[Any, ...], Any]:
     keys = dict_order(node)
-    # a plain tuple: insertion order is leaf order (else the sorted `_Keys`)
+    # a plain tuple: insertion order is leaf order (else the sorted `SortedKeys`)
     try:
         children = list(node.values()) if type(keys) is tuple else keys.take(node)  # type: ignore[attr-defined]
     except KeyError:  # a key gone: code run while the keys were sorted (a key's __lt__, a finalizer)
@@ -403,7 +403,7 @@ def _values(node: dict[Any, Any], keys: Sequence[Any]) -> list[Any]:
 
 
 def _unflatten_dict(keys: tuple[Any, ...], children: Sequence[Any]) -> dict[Any, Any]:
-    if type(keys) is _Keys:
+    if type(keys) is SortedKeys:
         return dict(zip(keys.original, keys.put(children)))
     return dict(zip(keys, children))
 
@@ -450,8 +450,8 @@ DEFAULTDICT = NodeType(
 )
 NONE = NodeType(type(None), _flatten_none, lambda _, c: None, "none")
 for _ntype in (LIST, TUPLE, DICT, ORDEREDDICT, DEFAULTDICT, NONE):
-    _REGISTRY[_ntype.type] = _ntype
-TYPES.update(_REGISTRY)
+    REGISTERED[_ntype.type] = _ntype
+TYPES.update(REGISTERED)
 
 
 # -- user registrations -------------------------------------------------------------------------
@@ -856,7 +856,7 @@ def _one_level(tree: Any, with_path: bool) -> tuple[NodeType, Any, Any, Any]:
 
 
 def plain_data(ntype: NodeType, node_data: Any) -> Any:
-    """Node data as jax shows it: dict keys as a plain tuple (not the private ``_Keys``)."""
+    """Node data as jax shows it: dict keys as a plain tuple (not the private ``SortedKeys``)."""
     if ntype.kind == "dict":
         return tuple(node_data)
     if ntype.kind == "defaultdict":

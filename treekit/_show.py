@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from treekit._describe import dtype_name
-from treekit._summary import Row, _rows, _size_bytes, summary
+from treekit._summary import Row, leaf_bytes, summary, table_rows
 from treekit._traverse import flatten
 from treekit.params import unflatten_dict
 
@@ -280,7 +280,7 @@ def summary_json(tree: Any, depth: int | None = None) -> dict[str, Any]:
     """
     leaves, _, paths = flatten(tree, with_path=True)
     assert paths is not None
-    rows = [*_rows(leaves, paths, depth), Row("total", leaves, grouped=True, total=True)]
+    rows = [*table_rows(leaves, paths, depth), Row("total", leaves, grouped=True, total=True)]
     *out, total = [_row_json(row) for row in rows]
     del total["path"]
     return {"rows": out, "total": total}
@@ -288,7 +288,7 @@ def summary_json(tree: Any, depth: int | None = None) -> dict[str, Any]:
 
 def _row_json(row: Row) -> dict[str, Any]:
     arrays = row.arrays
-    sizes = [_size_bytes(x) for x in arrays]
+    sizes = [leaf_bytes(x) for x in arrays]
     data: dict[str, Any] = {"path": row.name, "leaves": len(row.leaves), "arrays": len(arrays)}
     if not row.grouped:
         x = row.leaves[0]

@@ -10,8 +10,8 @@ from types import EllipsisType
 from typing import Any, Union
 
 from treekit._checks import Difference, align
-from treekit._describe import _SHORT, _dim_text, describe_leaf, dtype_name, is_array
-from treekit._errors import _format, safe_repr
+from treekit._describe import SHORT_DTYPES, describe_leaf, dim_text, dtype_name, is_array
+from treekit._errors import format_message, safe_repr
 from treekit._keys import KeyPath, keystr
 from treekit._ops import tree_map
 from treekit._traverse import IsLeaf, LeafPaths, flatten
@@ -23,7 +23,7 @@ Dim = Union[int, str, None, EllipsisType]
 or a variadic dim standing for any number of dims: ``'*name'`` (the same dims in every leaf
 that has it) or ``...`` (any dims, leaf by leaf). A shape has at most one variadic dim."""
 
-_LONG = {short: long for long, short in _SHORT.items()}
+_LONG = {short: long for long, short in SHORT_DTYPES.items()}
 
 
 # Names numpy does not know without ml_dtypes registered (jax's extra dtypes) or at all
@@ -140,7 +140,9 @@ def _is_variadic(dim: Any) -> bool:
 
 
 def _not_array(label: str, path: KeyPath, x: Any) -> str:
-    return _format(label, path, "a leaf with shape and dtype", f"{type(x).__name__} {describe_leaf(x, 40)}", None, None)
+    return format_message(
+        label, path, "a leaf with shape and dtype", f"{type(x).__name__} {describe_leaf(x, 40)}", None, None
+    )
 
 
 def tree_spec(tree: Any, *, is_leaf: IsLeaf | None = None) -> Any:
@@ -174,7 +176,7 @@ def _count(n: int, one: str, many: str) -> str:
 
 
 def _shape_text(shape: tuple[Any, ...]) -> str:
-    dims = [_dim_text(d) for d in shape]
+    dims = [dim_text(d) for d in shape]
     return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
 
 
@@ -201,7 +203,7 @@ def _spec_problems(tree: Any, spec: Any, is_leaf: IsLeaf | None, spec_label: str
         expected = str(want) if want.dtype is not None else f"shape {_shape_text(want.shape)}"
         if not is_array(x):
             got_text = f"{type(x).__name__} {describe_leaf(x, 40)}"
-            lines.append(_format("tree", paths[i], expected, got_text, "no shape or dtype", None))
+            lines.append(format_message("tree", paths[i], expected, got_text, "no shape or dtype", None))
             continue
         got = tuple(x.shape)
         words = []
@@ -210,7 +212,7 @@ def _spec_problems(tree: Any, spec: Any, is_leaf: IsLeaf | None, spec_label: str
         words += _dim_problems(got, want.shape, i, paths, bound)
         if words:
             got_text = describe_leaf(x) if want.dtype is not None else f"shape {_shape_text(got)}"
-            lines.append(_format("tree", paths[i], expected, got_text, "; ".join(words), None))
+            lines.append(format_message("tree", paths[i], expected, got_text, "; ".join(words), None))
     return lines, {name: size for name, (size, _) in bound.items()}
 
 

@@ -62,7 +62,7 @@ class Column:
     cell: Callable[[Row], str]
 
 
-def _size_bytes(x: Any) -> tuple[int | None, int | None]:
+def leaf_bytes(x: Any) -> tuple[int | None, int | None]:
     size = 1
     for dim in x.shape:
         if not isinstance(dim, int):
@@ -98,7 +98,7 @@ def _total(index: int) -> Callable[[Row], str]:
         arrays = row.arrays
         if not arrays:
             return "-" if not row.grouped or row.leaves else "0"
-        values = [_size_bytes(x)[index] for x in arrays]
+        values = [leaf_bytes(x)[index] for x in arrays]
         if not row.grouped and values[0] is None:
             return "-"
         return f"{sum(v or 0 for v in values):,}"
@@ -128,7 +128,7 @@ def _device_bytes(row: Row) -> str:
     placed = row.placed()
     if not placed:
         return "-" if not row.grouped or row.leaves else "0"
-    values = [_size_bytes(x)[1] if layout is None else device_nbytes(x, *layout) for x, layout in placed]
+    values = [leaf_bytes(x)[1] if layout is None else device_nbytes(x, *layout) for x, layout in placed]
     if not row.grouped and values[0] is None:
         return "-"
     return f"{sum(v or 0 for v in values):,}"
@@ -208,7 +208,7 @@ def _human_bytes(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _rows(
+def table_rows(
     leaves: list[Any], paths: list[KeyPath], depth: int | None, layouts: Sequence[Layout | None] = ()
 ) -> list[Row]:
     """The rows of the table but the total; ``layouts``: each leaf's, or empty (not sharded)."""
@@ -328,9 +328,9 @@ def summary(
     assert paths is not None
     layouts = _layouts(tree, leaves, is_leaf, shardings, mesh)
     columns = COLUMNS + (SHARDING_COLUMNS if layouts else []) + (STAT_COLUMNS if stats else [])
-    rows = [*_rows(leaves, paths, depth, layouts), Row("total", leaves, grouped=True, total=True, layouts=layouts)]
+    rows = [*table_rows(leaves, paths, depth, layouts), Row("total", leaves, grouped=True, total=True, layouts=layouts)]
     table = [[column.cell(row) for column in columns] for row in rows]
-    total_bytes = sum(_size_bytes(x)[1] or 0 for x in leaves if is_array(x))
+    total_bytes = sum(leaf_bytes(x)[1] or 0 for x in leaves if is_array(x))
     if format == "markdown":
         lines = ["| " + " | ".join(column.header for column in columns) + " |"]
         lines.append("|" + "|".join("---:" if column.right else ":---" for column in columns) + "|")

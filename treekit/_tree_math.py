@@ -92,7 +92,7 @@ def loaded_jax() -> ModuleType | None:
     return sys.modules.get("jax")
 
 
-def _zip(name: str, f: Callable[..., Any], tree_x: Any, others: dict[str, Any], first: str = "tree_x") -> Any:
+def zip_trees(name: str, f: Callable[..., Any], tree_x: Any, others: dict[str, Any], first: str = "tree_x") -> Any:
     """``f`` over the leaves of ``tree_x`` and the matching leaves of the other trees.
 
     Each other tree must have ``tree_x``'s structure exactly (a leaf where it has one); a
@@ -131,9 +131,9 @@ def tree_add(tree_x: Any, tree_y: Any, *other_trees: Any) -> Any:
             (``tree_y``, ``other_trees[0]``, ...) and the key path.
     """
     if not other_trees:
-        return _zip("tree_add: x + y", operator.add, tree_x, {"tree_y": tree_y})
+        return zip_trees("tree_add: x + y", operator.add, tree_x, {"tree_y": tree_y})
     others = {"tree_y": tree_y, **{f"other_trees[{k}]": t for k, t in enumerate(other_trees)}}
-    return _zip("tree_add: x + y + ...", lambda *xs: functools.reduce(operator.add, xs), tree_x, others)
+    return zip_trees("tree_add: x + y + ...", lambda *xs: functools.reduce(operator.add, xs), tree_x, others)
 
 
 def tree_sub(tree_x: Any, tree_y: Any) -> Any:
@@ -152,7 +152,7 @@ def tree_sub(tree_x: Any, tree_y: Any) -> Any:
     Raises:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    return _zip("tree_sub: x - y", operator.sub, tree_x, {"tree_y": tree_y})
+    return zip_trees("tree_sub: x - y", operator.sub, tree_x, {"tree_y": tree_y})
 
 
 def tree_mul(tree_x: Any, tree_y: Any) -> Any:
@@ -171,7 +171,7 @@ def tree_mul(tree_x: Any, tree_y: Any) -> Any:
     Raises:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    return _zip("tree_mul: x * y", operator.mul, tree_x, {"tree_y": tree_y})
+    return zip_trees("tree_mul: x * y", operator.mul, tree_x, {"tree_y": tree_y})
 
 
 def tree_div(tree_x: Any, tree_y: Any) -> Any:
@@ -190,7 +190,7 @@ def tree_div(tree_x: Any, tree_y: Any) -> Any:
     Raises:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    return _zip("tree_div: x / y", operator.truediv, tree_x, {"tree_y": tree_y})
+    return zip_trees("tree_div: x / y", operator.truediv, tree_x, {"tree_y": tree_y})
 
 
 def tree_where(condition: Any, tree_x: Any, tree_y: Any) -> Any:
@@ -213,7 +213,7 @@ def tree_where(condition: Any, tree_x: Any, tree_y: Any) -> Any:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
     where = lambda x, y: namespace(condition, x, y).where(condition, x, y)  # noqa: E731
-    return _zip("tree_where: where(condition, x, y)", where, tree_x, {"tree_y": tree_y})
+    return zip_trees("tree_where: where(condition, x, y)", where, tree_x, {"tree_y": tree_y})
 
 
 def tree_clip(tree: Any, min_value: Any = None, max_value: Any = None) -> Any:
@@ -232,7 +232,7 @@ def tree_clip(tree: Any, min_value: Any = None, max_value: Any = None) -> Any:
         A tree of ``tree``'s structure holding the clipped arrays.
     """
     clip = lambda x: namespace(x, min_value, max_value).clip(x, min_value, max_value)  # noqa: E731
-    return _zip("tree_clip: clip(x, min_value, max_value)", clip, tree, {}, "tree")
+    return zip_trees("tree_clip: clip(x, min_value, max_value)", clip, tree, {}, "tree")
 
 
 def tree_conj(tree: Any) -> Any:
@@ -248,7 +248,7 @@ def tree_conj(tree: Any) -> Any:
     Returns:
         A tree of ``tree``'s structure holding ``conj(x)`` at each leaf.
     """
-    return _zip("tree_conj: conj(x)", lambda x: namespace(x).conj(x), tree, {}, "tree")
+    return zip_trees("tree_conj: conj(x)", lambda x: namespace(x).conj(x), tree, {}, "tree")
 
 
 def tree_real(tree: Any) -> Any:
@@ -264,7 +264,7 @@ def tree_real(tree: Any) -> Any:
     Returns:
         A tree of ``tree``'s structure holding ``real(x)`` at each leaf.
     """
-    return _zip("tree_real: real(x)", lambda x: namespace(x).real(x), tree, {}, "tree")
+    return zip_trees("tree_real: real(x)", lambda x: namespace(x).real(x), tree, {}, "tree")
 
 
 def tree_scale(scalar: Any, tree: Any) -> Any:
@@ -280,7 +280,7 @@ def tree_scale(scalar: Any, tree: Any) -> Any:
     Returns:
         A tree of ``tree``'s structure holding ``scalar * x`` at each leaf.
     """
-    return _zip("tree_scale: scalar * x", lambda x: scalar * x, tree, {}, "tree")
+    return zip_trees("tree_scale: scalar * x", lambda x: scalar * x, tree, {}, "tree")
 
 
 def tree_add_scale(tree_x: Any, scalar: Any, tree_y: Any) -> Any:
@@ -300,7 +300,7 @@ def tree_add_scale(tree_x: Any, scalar: Any, tree_y: Any) -> Any:
     Raises:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    return _zip("tree_add_scale: x + scalar * y", lambda x, y: x + scalar * y, tree_x, {"tree_y": tree_y})
+    return zip_trees("tree_add_scale: x + scalar * y", lambda x, y: x + scalar * y, tree_x, {"tree_y": tree_y})
 
 
 def tree_axpy(scalar: Any, tree_x: Any, tree_y: Any) -> Any:
@@ -323,7 +323,7 @@ def tree_axpy(scalar: Any, tree_x: Any, tree_y: Any) -> Any:
     Raises:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    return _zip("tree_axpy: scalar * x + y", lambda x, y: scalar * x + y, tree_x, {"tree_y": tree_y})
+    return zip_trees("tree_axpy: scalar * x + y", lambda x, y: scalar * x + y, tree_x, {"tree_y": tree_y})
 
 
 def tree_zeros_like(tree: Any, dtype: Any = None) -> Any:
@@ -341,7 +341,9 @@ def tree_zeros_like(tree: Any, dtype: Any = None) -> Any:
         A tree of ``tree``'s structure holding, at each leaf, an array of zeros of that
         leaf's shape.
     """
-    return _zip("tree_zeros_like: zeros_like(x)", lambda x: namespace(x).zeros_like(x, dtype=dtype), tree, {}, "tree")
+    return zip_trees(
+        "tree_zeros_like: zeros_like(x)", lambda x: namespace(x).zeros_like(x, dtype=dtype), tree, {}, "tree"
+    )
 
 
 def tree_ones_like(tree: Any, dtype: Any = None) -> Any:
@@ -359,7 +361,7 @@ def tree_ones_like(tree: Any, dtype: Any = None) -> Any:
         A tree of ``tree``'s structure holding, at each leaf, an array of ones of that
         leaf's shape.
     """
-    return _zip("tree_ones_like: ones_like(x)", lambda x: namespace(x).ones_like(x, dtype=dtype), tree, {}, "tree")
+    return zip_trees("tree_ones_like: ones_like(x)", lambda x: namespace(x).ones_like(x, dtype=dtype), tree, {}, "tree")
 
 
 def tree_full_like(tree: Any, fill_value: Any, dtype: Any = None) -> Any:
@@ -379,7 +381,7 @@ def tree_full_like(tree: Any, fill_value: Any, dtype: Any = None) -> Any:
         leaf's shape.
     """
     fill = lambda x: namespace(x).full_like(x, fill_value, dtype=dtype)  # noqa: E731
-    return _zip("tree_full_like: full_like(x)", fill, tree, {}, "tree")
+    return zip_trees("tree_full_like: full_like(x)", fill, tree, {}, "tree")
 
 
 def tree_cast(tree: Any, dtype: Any) -> Any:
@@ -400,7 +402,7 @@ def tree_cast(tree: Any, dtype: Any) -> Any:
     """
     if dtype is None:
         return tree
-    return _zip("tree_cast: asarray(x, dtype)", lambda x: namespace(x).asarray(x, dtype=dtype), tree, {}, "tree")
+    return zip_trees("tree_cast: asarray(x, dtype)", lambda x: namespace(x).asarray(x, dtype=dtype), tree, {}, "tree")
 
 
 def tree_cast_like(tree: Any, other_tree: Any) -> Any:
@@ -429,7 +431,7 @@ def tree_cast_like(tree: Any, other_tree: Any) -> Any:
             return x
         return x.astype(dtype) if hasattr(x, "astype") else namespace(x).asarray(x, dtype=dtype)
 
-    return _zip("tree_cast_like: x.astype(other.dtype)", cast, tree, {"other_tree": other_tree}, "tree")
+    return zip_trees("tree_cast_like: x.astype(other.dtype)", cast, tree, {"other_tree": other_tree}, "tree")
 
 
 def tree_batch_shape(tree: Any, shape: tuple[int, ...] = ()) -> Any:
@@ -448,4 +450,4 @@ def tree_batch_shape(tree: Any, shape: tuple[int, ...] = ()) -> Any:
         returns read-only broadcast views, jax new arrays).
     """
     broadcast = lambda x: (xp := namespace(x)).broadcast_to(x, (*shape, *xp.shape(x)))  # noqa: E731
-    return _zip("tree_batch_shape: broadcast_to(x, (*shape, *x.shape))", broadcast, tree, {}, "tree")
+    return zip_trees("tree_batch_shape: broadcast_to(x, (*shape, *x.shape))", broadcast, tree, {}, "tree")

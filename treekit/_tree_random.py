@@ -21,7 +21,7 @@ from treekit._tree_math import loaded_jax
 __all__ = ["tree_random_like", "tree_split_key_like", "tree_unwrap_random_key_data"]
 
 
-def _generator(rng: Any, label: str) -> np.random.Generator:
+def generator_of(rng: Any, label: str) -> np.random.Generator:
     if isinstance(rng, np.random.Generator):
         return rng
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
@@ -90,7 +90,7 @@ def tree_random_like(
     if isinstance(rng_key, np.random.Generator):
         base = int(rng_key.integers(2**63))
     else:
-        base = int(_generator(rng_key, "rng_key").integers(2**63))
+        base = int(generator_of(rng_key, "rng_key").integers(2**63))
 
     def draw(path: Any, x: Any) -> Any:
         gen = np.random.default_rng([base, *_path_words(path)])

@@ -17,7 +17,7 @@ from typing import Any
 from treekit._keys import keystr
 from treekit._ops import tree_leaves, tree_map, tree_reduce, tree_reduce_associative
 from treekit._traverse import LeafPaths, flatten
-from treekit._tree_math import _zip, namespace
+from treekit._tree_math import namespace, zip_trees
 
 __all__ = [
     "tree_allclose",
@@ -50,7 +50,7 @@ def tree_vdot(tree_x: Any, tree_y: Any) -> Any:
     Raises:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    vdots = _zip("tree_vdot: vdot(x, y)", lambda x, y: namespace(x, y).vdot(x, y), tree_x, {"tree_y": tree_y})
+    vdots = zip_trees("tree_vdot: vdot(x, y)", lambda x, y: namespace(x, y).vdot(x, y), tree_x, {"tree_y": tree_y})
     return tree_reduce(operator.add, vdots, 0)
 
 
@@ -232,7 +232,7 @@ def tree_allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_na
     def close(x: Any, y: Any) -> Any:
         return namespace(x, y).allclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
-    closes = _zip("tree_allclose: allclose(x, y)", close, a, {"b": b}, "a")
+    closes = zip_trees("tree_allclose: allclose(x, y)", close, a, {"b": b}, "a")
     return functools.reduce(operator.and_, tree_leaves(closes), True)
 
 

@@ -922,13 +922,13 @@ def _compile(nodes: tuple[Node, ...]) -> Builder | None:
         elif ntype is NONE:
             src = "None"
         elif ntype is DICT and arity:
-            # keys kept in another order than the sorted one (a `_Keys`) are put back in it
+            # keys kept in another order than the sorted one (a `SortedKeys`) are put back in it
             lines.append(f"    d = N[{j}][1]")
             lines.append("    if type(d) is tuple:")
             if arity > _SLICE_FROM:
                 lines.append(f"        v{j} = dict(zip(d, {many}))")
                 lines.append(f"    else: v{j} = dict(zip(d.original, d.put({many})))")
-            else:  # dict displays; a `_Keys` puts the children in insertion order first
+            else:  # dict displays; a `SortedKeys` puts the children in insertion order first
                 lines.append(f"        v{j} = {{{', '.join(f'd[{i}]: {kid}' for i, kid in enumerate(kids))}}}")
                 lines.append(f"    else:\n        o = d.original; t = d.put(({', '.join(kids)},))")
                 lines.append(f"        v{j} = {{{', '.join(f'o[{i}]: t[{i}]' for i in range(arity))}}}")

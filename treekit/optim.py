@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, Union
 
 from treekit._describe import describe_leaf
 from treekit._keys import keystr
-from treekit._moments import _ParamsPlaceholder
+from treekit._moments import ParamsPlaceholder
 from treekit._moments import safe_increment as safe_increment
 from treekit._moments import tree_bias_correction as tree_bias_correction
 from treekit._moments import tree_map_params as tree_map_params
@@ -395,7 +395,7 @@ def masked(inner: GradientTransformation, mask: Any) -> GradientTransformation:
         return tree_map(lambda m, p: p if m else MaskedNode(), mask_tree, tree)
 
     def init(params: Any) -> MaskedState:
-        if isinstance(params, _ParamsPlaceholder):
+        if isinstance(params, ParamsPlaceholder):
             return MaskedState(inner.init(params))
         m = mask(params) if callable(mask) else mask
         return MaskedState(inner.init(mask_tree(params, m)))

@@ -59,7 +59,7 @@ from treekit._tree_math import tree_scale as tree_scale
 from treekit._tree_math import tree_sub as tree_sub
 from treekit._tree_math import tree_where as tree_where
 from treekit._tree_math import tree_zeros_like as tree_zeros_like
-from treekit._tree_random import _generator
+from treekit._tree_random import generator_of
 from treekit._tree_random import tree_random_like as tree_random_like
 from treekit._tree_random import tree_split_key_like as tree_split_key_like
 from treekit._tree_random import tree_unwrap_random_key_data as tree_unwrap_random_key_data
@@ -194,7 +194,7 @@ def init_mlp_params(layer_widths: Sequence[int], rng: Any) -> list[dict[str, Any
             }
             for key, (n_in, n_out) in zip(keys, pairs)
         ]
-    gen = _generator(rng, "rng")
+    gen = generator_of(rng, "rng")
     return [
         {"weights": gen.normal(size=(n_in, n_out)) * np.sqrt(2 / n_in), "biases": np.ones(n_out)}
         for n_in, n_out in pairs
