@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["describe_leaf", "dtype_name", "is_array", "itemsize", "short_dtype"]
+__all__ = ["describe_leaf", "dtype_name", "is_array", "itemsize", "shape_text", "short_dtype"]
 
 SHORT_DTYPES = {
     "bool": "bool",
@@ -32,6 +32,17 @@ def is_array(x: Any) -> bool:
     (True, True, False, False)
     """
     return isinstance(getattr(x, "shape", None), tuple) and hasattr(x, "dtype")
+
+
+def shape_text(x: Any) -> str:
+    """``x``'s shape as a tuple's text, or its type and ``(no shape)``.
+
+    >>> import numpy as np
+    >>> shape_text(np.zeros((2, 3))), shape_text(1.5)
+    ('(2, 3)', 'float (no shape)')
+    """
+    shape = getattr(x, "shape", None)
+    return str(tuple(shape)) if isinstance(shape, tuple) else f"{type(x).__name__} (no shape)"
 
 
 def dtype_name(dtype: Any) -> str:

@@ -309,7 +309,7 @@ def load(
             return _restore(like, arrays, lambda p: keystr(p, simple=True, separator=sep))
         if sep == ".":
             return arrays
-        from treekit.params import unflatten_dict
+        from treekit._flat_dicts import unflatten_dict
 
         return unflatten_dict(arrays)
     with _damaged(path):

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from treekit._describe import dtype_name
+from treekit._flat_dicts import unflatten_dict
 from treekit._summary import Row, leaf_bytes, summary, table_rows
 from treekit._traverse import flatten
-from treekit.params import unflatten_dict
 
 __all__ = ["DEFAULT_MAX_BYTES", "load_tree", "show", "summary_json"]
 
