@@ -22,9 +22,10 @@ from typing import Any, Union
 
 from treekit._errors import StructureMismatchError, flatten_noted
 from treekit._keys import FlattenedIndexKey, KeyPath, SequenceKey, keystr, plain_key, simple_text
+from treekit._mismatch import describe, describe_value
 from treekit._registry import LIST, TUPLE, lookup
 from treekit._traverse import IsLeaf, flatten
-from treekit._treedef import _describe_value, _unflatten, describe
+from treekit._treedef import _unflatten
 
 __all__ = ["Path", "tree_at", "tree_get", "tree_set"]
 
@@ -122,7 +123,7 @@ def _descend(tree: Any, path: Any, label: str, sep: str) -> tuple[list[_Frame], 
         ntype = lookup(type(node))
         if ntype is None:
             token = _token(path, pos, keystr_form, sep)[0]
-            raise StructureMismatchError(label, tuple(done), f"a node with a child {token}", _describe_value(node))
+            raise StructureMismatchError(label, tuple(done), f"a node with a child {token}", describe_value(node))
         step: Any = None if is_str else path[pos]
         if (ntype is LIST or ntype is TUPLE) and type(step) in (int, SequenceKey):
             # A list or tuple taken by index: at once, not by a search of its key entries.
@@ -322,7 +323,7 @@ def _where_paths(where: Callable[[Any], Any], pytree: Any, is_leaf: IsLeaf | Non
     for k, where_found in enumerate(found):
         which = "where(pytree)" if single else f"where(pytree)[{k}]"
         if not where_found:
-            raise ValueError(f"{which}: expected a node of pytree, got {_describe_value(_unwrap(targets[k]))}")
+            raise ValueError(f"{which}: expected a node of pytree, got {describe_value(_unwrap(targets[k]))}")
         if len(where_found) > 1:
             raise ValueError(
                 f"{which}: expected one node of pytree, got one found at {len(where_found)} places\n"

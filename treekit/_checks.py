@@ -9,9 +9,10 @@ from typing import Any, NamedTuple
 from treekit._describe import describe_leaf, dtype_name, is_array
 from treekit._errors import StructureAssertionError, StructureMismatchError, format_message
 from treekit._keys import DictKey, KeyPath, keystr
+from treekit._mismatch import describe
 from treekit._registry import lookup, sort_keys
 from treekit._traverse import IsLeaf, LeafPaths, flatten
-from treekit._treedef import Node, TreeDef, describe
+from treekit._treedef import Node, TreeDef
 
 __all__ = [
     "Difference",

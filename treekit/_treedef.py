@@ -8,31 +8,25 @@ from operator import itemgetter
 from typing import Any
 
 from treekit._core import NATIVE
-from treekit._describe import describe_leaf, is_array
 from treekit._errors import (
     StructureMismatchError,
     count_children,
-    flatten_noted,
-    not_a_bool,
     safe_repr,
-    type_names,
     unflatten_noted,
 )
+from treekit._guide import guide
 from treekit._keys import KeyPath
+from treekit._mismatch import DATA_HINT, Incomparable, describe, same_node_data
 from treekit._records import LEAF, Node, checked_records
 from treekit._registry import (
     DICT,
     LIST,
-    MISSING,
     NAMEDTUPLE,
     NONE,
     TUPLE,
-    TYPES,
     NodeType,
-    dict_keys,
     node_record_data,
     plain_data,
-    resolve,
     sequence_keys,
 )
 
@@ -42,185 +36,10 @@ __all__ = [
     "Node",
     "TreeDef",
     "as_treedef",
-    "describe",
-    "mismatch",
-    "same_node_data",
 ]
 
 _NONE_LEFT: Any = object()
 _SHAPE = itemgetter(0, 2)  # what a TreeDef's hash reads of each node: its type and arity
-_DICTS = ("dict", "ordereddict", "defaultdict")
-
-
-def describe(ntype: NodeType | None, node_data: Any, arity: int, name: str | None = None) -> str:
-    """Say what a node is in a message: ``list of length 2``, ``dict with keys ['a']``."""
-    if ntype is None:
-        return "a leaf"
-    name = name or getattr(ntype.node_class(node_data), "__name__", "?")
-    kind = ntype.kind
-    if kind == "none":
-        return "None"
-    if kind in _DICTS:
-        return f"{name} with keys {_keys_text(dict_keys(ntype, node_data))}"
-    if kind in ("list", "tuple"):
-        return f"{name} of length {arity}"
-    if kind == "namedtuple":
-        return f"namedtuple {name}"
-    if kind == "static":
-        return f"{name} {safe_repr(node_data, 80)}"
-    if kind == "dataclass" and not node_data:
-        return str(name)
-    return f"{name} with {count_children(arity)} and node data {safe_repr(node_data, 80)}"
-
-
-def _keys_text(keys: Iterable[Any]) -> str:
-    """``['a', 'b']``: dict keys in a message (see ``safe_repr``)."""
-    return f"[{', '.join(safe_repr(key) for key in keys)}]"
-
-
-def _describe_value(value: Any) -> str:
-    if is_array(value):
-        return f"leaf {describe_leaf(value)}"
-    text = safe_repr(value)
-    if len(text) > 40:
-        return f"leaf of type {type(value).__name__}"
-    return f"leaf {text}"
-
-
-def mismatch(label: str, path: KeyPath, expected: Node, got: Any, got_node: Node | None) -> StructureMismatchError:
-    """The error for a tree whose node at ``path`` is ``got`` where ``expected`` was wanted.
-
-    ``got_node`` is ``got``'s own record (``None`` when ``got`` is a leaf). The one place
-    that words structural mismatches; every entry point's errors come from here.
-    """
-    ntype, data, arity = expected[0], expected[1], expected[2]
-    hint = None
-    if got_node is None:
-        got_text = _describe_value(got)
-        if ntype is NONE:
-            hint = "None is a node with no children, not a leaf: to treat it as a leaf pass is_leaf=lambda x: x is None"
-        return StructureMismatchError(label, path, describe(ntype, data, arity), got_text, None, hint)
-    gtype, gdata, garity = got_node[0], got_node[1], got_node[2]
-    expected_name = got_name = detail = None
-    if ntype is not None:
-        expected_name, got_name, detail = type_names(ntype.node_class(data), gtype.node_class(gdata))
-    if ntype is not None and ntype.kind in _DICTS and gtype is ntype:
-        want, have = list(dict_keys(ntype, data)), list(dict_keys(gtype, gdata))
-        try:  # by == (as the walk compared them), in sets: linear in the number of keys
-            want_set, have_set = set(want), set(have)
-            missing = [k for k in want if k not in have_set]
-            extra = [k for k in have if k not in want_set]
-        except Exception:  # keys whose == raises: compared by identity
-            want_ids, have_ids = set(map(id, want)), set(map(id, have))
-            missing = [k for k in want if id(k) not in have_ids]
-            extra = [k for k in have if id(k) not in want_ids]
-        parts = [f"missing {', '.join(map(safe_repr, missing))}"] if missing else []
-        parts += [f"extra {', '.join(map(safe_repr, extra))}"] if extra else []
-        if not parts and ntype.kind == "ordereddict":
-            parts = ["same keys in another order"]
-        if ntype.kind == "defaultdict" and data[0] is not gdata[0]:
-            parts.append(f"default_factory {safe_repr(data[0])} vs {safe_repr(gdata[0])}")
-        detail = "; ".join(parts) or None
-        return StructureMismatchError(
-            label, path, describe(ntype, data, arity, expected_name), f"keys {_keys_text(have)}", detail
-        )
-    if ntype is None:
-        hint = None
-    elif ntype is NONE:
-        hint = "None is a node with no children, not a leaf: to treat it as a leaf pass is_leaf=lambda x: x is None"
-    return StructureMismatchError(
-        label,
-        path,
-        describe(ntype, data, arity, expected_name),
-        describe(gtype, gdata, garity, got_name),
-        detail,
-        hint,
-    )
-
-
-# -- comparing node data ----------------------------------------------------------------------
-class _Incomparable(Exception):
-    """What :func:`same_node_data` raises: ``==`` raised ``error``, or gave a ``result_type``
-    other than bool. Never leaves this module: each caller words it with its place."""
-
-    def __init__(self, result_type: type | None, error: Exception | None) -> None:
-        super().__init__(result_type, error)
-        self.result_type = result_type
-        self.error = error
-
-    def detail(self) -> str:
-        if self.error is not None:
-            text = _safe_str(self.error).partition("\n")[0].strip()
-            text = text if len(text) <= 80 else text[:77] + "..."
-            how = f"raised {_type_name(type(self.error))}" + (f": {text}" if text else "")
-        else:
-            how = f"gave {_type_name(self.result_type)}, not True or False"
-        return f"the node data could not be compared: == {how}"
-
-
-_DATA_HINT = (
-    "node data are compared with ==, which must give True or False: keep arrays out of node data "
-    "(make them children), or give the node data an __eq__ that returns a bool"
-)
-
-
-def _safe_str(value: Any) -> str:
-    """``str(value)``, or ``''`` if that raises."""
-    try:
-        return str(value)
-    except Exception:
-        return ""
-
-
-def _type_name(cls: Any) -> str:
-    module = getattr(cls, "__module__", None)
-    name = getattr(cls, "__qualname__", None) or safe_repr(cls, 40)
-    return name if module in ("builtins", None) else f"{module}.{name}"
-
-
-def same_node_data(a: Any, b: Any) -> bool:
-    """Whether node data ``a`` and ``b`` are equal: ``a is b``, else ``a == b``, which must give
-    ``True`` or ``False`` (numpy's ``bool_`` counts as its value). The one comparison of node
-    data: the guided walk's, and ``TreeDef.__eq__``'s wherever comparing the records as
-    tuples raises (node data that give a bool compare the same either way).
-
-    An array's ``==`` gives an array, and jax's C++ ``==`` asks for its truth (which numpy
-    refuses for more than one element, and gives for one). Here any result but a bool is
-    refused, whatever its size, so that whether two trees match never depends on how many
-    elements their node data hold.
-
-    >>> same_node_data(('a', 'b'), ('a', 'b')), same_node_data(None, 1)
-    (True, False)
-
-    Raises:
-        _Incomparable: If ``a == b`` raises, or gives anything but a bool.
-    """
-    if a is b:
-        return True
-    try:
-        same = a == b
-    except Exception as exc:
-        raise _Incomparable(None, exc) from exc
-    if same is True or same is False:
-        return same
-    kind = type(same)
-    if kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"):  # its names in numpy 1 and 2
-        return bool(same)
-    raise _Incomparable(kind, None)
-
-
-def incomparable(
-    label: str, path: KeyPath, expected: Node, got_data: Any, problem: _Incomparable
-) -> StructureMismatchError:
-    """The error for node data at ``path`` that could not be compared with ``expected``'s."""
-    return StructureMismatchError(
-        label,
-        path,
-        describe(expected[0], expected[1], expected[2]),
-        f"node data {safe_repr(got_data, 80)}",
-        problem.detail(),
-        _DATA_HINT,
-    )
 
 
 class TreeDef:
@@ -304,11 +123,11 @@ class TreeDef:
             try:
                 if not same_node_data(x[1], y[1]):
                     return False
-            except _Incomparable as problem:
+            except Incomparable as problem:
                 name = getattr(x[0].node_class(x[1]), "__name__", "?")
                 raise ValueError(
                     f"treedef record {i}: expected {name} node data that compare, "
-                    f"got {safe_repr(x[1], 60)} and {safe_repr(y[1], 60)} ({problem.detail()})\n{_DATA_HINT}"
+                    f"got {safe_repr(x[1], 60)} and {safe_repr(y[1], 60)} ({problem.detail()})\n{DATA_HINT}"
                 ) from problem.error
         return True
 
@@ -418,159 +237,8 @@ class TreeDef:
         _again: bool = False,
         _raised: tuple[int, Exception] | None = None,
     ) -> list[Any]:
-        """The one guided walker: match ``tree`` against the nodes; errors name the leftmost mismatch.
-
-        ``strict`` also requires a leaf wherever this treedef has one (``is_leaf`` decides what
-        counts as a leaf there). The walk takes the records in reverse order (root first,
-        last child first), so that a node's children go on the stack in one ``extend``, and
-        reverses its results at the end. Keys are tracked only with ``paths`` or ``errors``:
-        the happy path makes no key entries, and a mismatch found without them is found
-        again with them (``_again``). With keys, each mismatch and each failing flatten
-        function is noted (its key path kept as a link, its error made only if it is raised)
-        and the walk goes on past its node; the one raised is the last noted, the leftmost:
-        the one a left-to-right walk would meet first. Key paths are made only for ``paths``
-        and for the errors made, so that finding a mismatch costs one walk more, at any depth.
-
-        With ``errors`` (a list), mismatches are collected instead of raised: each appends
-        ``(start, stop, error)``, left to right, where this treedef's leaves ``start:stop`` lie
-        under the mismatched node; those result slots hold ``None`` (and, in ``paths``, the
-        node's key path). A failing flatten function still raises (the leftmost one).
-
-        ``_raised`` is ``(record index, exception)``: the flatten function of the subtree at
-        that record was called (by the walk without keys, or the C core's: ``NATIVE.up_to`` and
-        ``NATIVE.map`` hand such calls over) and raised that exception; the walk with keys
-        takes it as that call's result instead of calling the function again. The walk raises
-        it, or a mismatch to its left.
-        """
-        if NATIVE is not None and paths is None and errors is None and not _again:  # without keys, in C
-            found_native = NATIVE.up_to(self._nodes, tree, strict, is_leaf)
-            if type(found_native) is list:
-                return found_native
-            if found_native is not NATIVE.DEFER:  # (record index, exception): a flatten function raised
-                return self._walk(tree, label, strict, is_leaf, _again=True, _raised=found_native)
-        raised_at, raised = (-1, None) if _raised is None else _raised
-        nodes = self._nodes
-        with_path = paths is not None or errors is not None or _again
-        want_paths = paths is not None
-        out: list[Any] = []
-        add = out.append
-        stack = [tree]
-        pop = stack.pop
-        # With keys: each subtree's key path as a linked list (parent link, key entry), so
-        # that deep trees cost no copying (_unlink makes the tuple), and the paths found,
-        # right to left; each problem as (start, stop, link, record, subtree, its record or
-        # None, the exception its flatten function raised or None), right to left.
-        links: list[Any] = [None]
-        found: list[KeyPath] = []
-        problems: list[tuple[Any, ...]] = []
-        get = TYPES.get
-        seq, tup = LIST, TUPLE
-        keys: Any
-        got: Any
-        got_node: Node | None
-        cause: Exception | None
-        j = len(nodes)
-        while j:
-            j -= 1
-            record = nodes[j]
-            sub = pop()
-            if with_path:
-                link = links.pop()
-            ntype = record[0]
-            if ntype is None and not strict and is_leaf is None:  # any subtree goes at a leaf
-                add(sub)
-                if want_paths:
-                    found.append(_unlink(link))
-                continue
-            if is_leaf is not None and (leafy := is_leaf(sub)) is not False and leafy is not None:
-                if leafy is not True:
-                    if not with_path:  # found again with the key path
-                        return self._walk(tree, label, strict, is_leaf, [])
-                    raise not_a_bool(label, _unlink(link), leafy)
-                got = None
-            else:
-                got = get(type(sub), MISSING)
-                if got is MISSING:
-                    got = resolve(type(sub))
-            got_node = cause = None
-            if ntype is None:
-                if not strict or got is None:
-                    add(sub)
-                    if want_paths:
-                        found.append(_unlink(link))
-                    continue
-            elif j == raised_at and got is ntype:  # the C core's call of its flatten function raised
-                cause = raised
-            elif got is ntype:
-                try:
-                    if ntype is seq or ntype is tup:  # their flatten, without the call
-                        children, data, keys = sub, None, sequence_keys(len(sub)) if with_path else None
-                    else:
-                        children, data, keys = ntype.flatten(sub, with_path)
-                except Exception as exc:
-                    cause = exc
-                else:
-                    arity = record[2]
-                    want = record[1]
-                    try:
-                        same = len(children) == arity and (data is want or same_node_data(data, want))
-                        same = same and len(children) == arity  # (again: an __eq__ may change a list of children)
-                    except _Incomparable as refused:
-                        same, cause = False, refused
-                    if same:
-                        if not strict and record[3] == arity == record[4] - 1:
-                            # Every child is a leaf (wide lists, dicts of arrays): take them as they are.
-                            out += children[::-1]
-                            j -= arity
-                            if want_paths:
-                                prefix = _unlink(link)
-                                found += [(*prefix, key) for key in reversed(keys)]
-                            continue
-                        stack += children
-                        if with_path:
-                            links += [(link, key) for key in keys]
-                        continue
-                    got_node = (ntype, data, len(children), 0, 0)
-            if not with_path:  # found again with keys (a flatten function's exception passed on, not called again)
-                failed = None if cause is None or type(cause) is _Incomparable else (j, cause)
-                return self._walk(tree, label, strict, is_leaf, _again=True, _raised=failed)
-            # A mismatch, or a failing flatten function, at `sub`: noted, and its subtree skipped.
-            if got is not None and got_node is None and cause is None:
-                try:
-                    children, data, _ = got.flatten(sub, False)
-                    got_node = (got, data, len(children), 0, 0)
-                except Exception as exc:
-                    cause = exc
-            stop = nodes[-1][3] - len(out)
-            problems.append((stop - record[3], stop, link, record, sub, got_node, cause))
-            out += [None] * record[3]
-            if want_paths:
-                found += [_unlink(link)] * record[3]
-            j -= record[4] - 1
-        out.reverse()
-        if not with_path:
-            return out
-        if raised is not None and not any(problem[6] is raised for problem in problems):
-            raise raised  # (the tree changed since the C core walked it: its exception as it is)
-        if problems:
-            failures = [problem for problem in problems if problem[6] is not None]
-            if errors is None or failures:
-                _, _, link, record, sub, got_node, cause = (problems if errors is None else failures)[-1]
-                path = _unlink(link)
-                if cause is None:
-                    raise mismatch(label, path, record, sub, got_node) from None
-                if type(cause) is _Incomparable:
-                    got_data = None if got_node is None else got_node[1]
-                    raise incomparable(label, path, record, got_data, cause) from cause.error
-                raise flatten_noted(label, path, type(sub), cause)  # the user's own exception, noted with its key path
-            errors += [
-                (start, stop, mismatch(label, _unlink(link), record, sub, got_node))
-                for start, stop, link, record, sub, got_node, _ in reversed(problems)
-            ]
-        if paths is not None:
-            found.reverse()
-            paths += found
-        return out
+        """The guided walk of ``tree`` over this structure: :func:`treekit._guide.guide`."""
+        return guide(self._nodes, tree, label, strict, is_leaf, paths, errors, _again, _raised)
 
     # -- structure queries ----------------------------------------------------------------------
     def children(self) -> list[TreeDef]:
@@ -792,15 +460,6 @@ def as_treedef(value: Any, label: str) -> TreeDef:
         if treedef is not None:
             return treedef
     raise TypeError(f"{label}: expected a TreeDef, got {type(value).__name__} {safe_repr(value, 60)}")
-
-
-def _unlink(link: Any) -> KeyPath:
-    keys = []
-    while link is not None:
-        link, key = link
-        keys.append(key)
-    keys.reverse()
-    return tuple(keys)
 
 
 # -- building: interpreted, and compiled for structures built again and again -----------------
