@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import treekit
-from treekit._registry import _remove
+from treekit._registry import remove_type
 
 
 class Pair:
@@ -111,7 +111,7 @@ def case_types() -> Iterator[None]:
         yield
     finally:
         for cls in done:
-            _remove(cls)
+            remove_type(cls)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,7 +23,7 @@ else:
 @pytest.fixture
 def registered() -> Iterator[Callable[[type, Callable[[type], Any]], Any]]:
     """``registered(cls, register)``: call ``register(cls)`` now and unregister ``cls`` after."""
-    from treekit._registry import _remove
+    from treekit._registry import remove_type
 
     added: list[type] = []
 
@@ -34,7 +34,7 @@ def registered() -> Iterator[Callable[[type, Callable[[type], Any]], Any]]:
 
     yield register
     for cls in added:
-        _remove(cls)
+        remove_type(cls)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import treekit
-from treekit._registry import _remove
+from treekit._registry import remove_type
 
 
 class Boom(Exception):
@@ -134,7 +134,7 @@ class Garbage:
         _ARMED[0] = False
         for cls in self.registered:
             try:
-                _remove(cls)
+                remove_type(cls)
             except KeyError:  # a registration the example made that failed
                 pass
 

@@ -36,13 +36,13 @@ class Pair:
 @pytest.fixture(autouse=True, scope="module")
 def nodes() -> Iterator[None]:
     # Module-scoped (hypothesis refuses function-scoped fixtures), so not conftest's `registered`.
-    from treekit._registry import _remove
+    from treekit._registry import remove_type
 
     tk.register_dataclass(Layer)
     tk.register_pytree_node(Pair, lambda p: ((p.a, p.b), "pair"), lambda _, c: Pair(*c))
     yield
-    _remove(Layer)
-    _remove(Pair)
+    remove_type(Layer)
+    remove_type(Pair)
 
 
 # -- same_structure / assert_same_structure -------------------------------------------------------

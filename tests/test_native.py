@@ -41,7 +41,7 @@ import treekit._keys  # noqa: E402
 import treekit._ops  # noqa: E402
 import treekit._treedef  # noqa: E402
 from treekit._ops import _map_failed  # noqa: E402
-from treekit._registry import _remove  # noqa: E402
+from treekit._registry import remove_type  # noqa: E402
 from treekit._traverse import pure_flatten  # noqa: E402
 from treekit._treedef import _interpret  # noqa: E402
 
@@ -673,7 +673,7 @@ def test_misbehaving_flatten_functions_raise_as_the_pure_core(behaviour: str, wi
                 mapped.append(_outcome(lambda m=mapper, o=other: m(lambda *xs: xs[-1], TREE_BOX[0], o)))
         assert mapped[0][0] == mapped[1][0] and (mapped[0][0] == "ok" or mapped[0] == mapped[1])
     finally:
-        _remove(Odd)
+        remove_type(Odd)
 
 
 @pytest.mark.parametrize(
@@ -696,7 +696,7 @@ def test_misbehaving_flatten_with_keys_functions_raise_as_the_pure_core(keyed: C
         want = _outcome(lambda: pure_flatten(tree, None, True))
         assert (got[0], got[1][0], got[1][2]) == (want[0], want[1][0], want[1][2]) if got[0] == "ok" else got == want
     finally:
-        _remove(Odd)
+        remove_type(Odd)
 
 
 def test_raising_is_leaf_and_unflatten_are_the_pure_cores() -> None:
@@ -711,7 +711,7 @@ def test_raising_is_leaf_and_unflatten_are_the_pure_cores() -> None:
         nodes = pure_flatten([Odd(1)])[1]._nodes
         assert _outcome(lambda: native.build(nodes, [1])) == _outcome(lambda: _interpret(nodes, [1]))
     finally:
-        _remove(Odd)
+        remove_type(Odd)
 
 
 def test_custom_unflatten_functions_are_called_as_the_pure_core_calls_them() -> None:
@@ -741,7 +741,7 @@ def test_custom_unflatten_functions_are_called_as_the_pure_core_calls_them() -> 
         with pytest.raises(KeyboardInterrupt):  # not an Exception: it goes on as it is
             native.build(pure_flatten([Odd("stop")])[1]._nodes, ["stop"])
     finally:
-        _remove(Odd)
+        remove_type(Odd)
 
 
 # -- memory safety ------------------------------------------------------------------------------
@@ -803,7 +803,7 @@ def test_sixteen_threads_agree_while_types_are_registered() -> None:
         while not stop.is_set():
             fresh = type("Fresh", (), {})
             treekit.register_pytree_node(fresh, lambda x: ((), None), lambda d, c, cls=fresh: cls())
-            _remove(fresh)
+            remove_type(fresh)
 
     def work() -> None:
         for _ in range(300):

@@ -16,7 +16,7 @@ import pytest
 
 import treekit
 from treekit import FlattenedIndexKey, GetAttrKey, SequenceKey, _registry, keystr
-from treekit._registry import _SEQ_KEYS, _remove, lookup
+from treekit._registry import _SEQ_KEYS, lookup, remove_type
 
 Registered = Callable[[type, Callable[[type], Any]], Any]
 
@@ -219,7 +219,7 @@ def test_register_dataclass_refuses_init_false_fields_not_dropped() -> None:
         assert treekit.tree_leaves(node) == [1, 2]
         assert treekit.tree_map(lambda v: v * 10, node) == _Derived(10, 20)
     finally:
-        _remove(_Derived)
+        remove_type(_Derived)
 
 
 def test_register_dataclass_init_false_agrees_with_jax() -> None:
@@ -243,7 +243,7 @@ def test_register_dataclass_init_false_agrees_with_jax() -> None:
     try:
         assert treekit.tree_leaves(ours(1, 2)) == jtu.tree_leaves(for_jax(1, 2)) == [1, 2]
     finally:
-        _remove(ours)
+        remove_type(ours)
 
 
 @dataclasses.dataclass
@@ -328,7 +328,7 @@ def test_a_registered_namedtuple_class_overrides_the_namedtuple_entry(registered
 def test_remove_makes_a_type_a_leaf_again() -> None:
     treekit.register_pytree_node(Box, lambda b: ((b.v,), None), lambda _, ch: Box(*ch))
     assert treekit.tree_leaves(Box(1)) == [1]
-    _remove(Box)
+    remove_type(Box)
     box = Box(1)
     assert treekit.tree_leaves(box) == [box]
     assert not treekit.is_tree_node(Box)
@@ -446,7 +446,7 @@ def test_threads_registering_distinct_types_all_succeed() -> None:
     finally:
         for cls in classes:
             if lookup(cls) is not None:
-                _remove(cls)
+                remove_type(cls)
 
 
 @pytest.mark.usefixtures("fast_switching")
@@ -467,7 +467,7 @@ def test_threads_racing_on_one_type_give_exactly_one_success() -> None:
         _run_together(16, register)
         assert sorted(outcomes) == ["dup"] * 15 + ["ok"]
     finally:
-        _remove(Contested)
+        remove_type(Contested)
 
 
 @pytest.mark.usefixtures("fast_switching")
@@ -547,7 +547,7 @@ def test_a_type_registered_while_it_is_being_resolved_is_a_node(monkeypatch: pyt
         assert lookup(Late) is not None
         assert treekit.tree_leaves([Late(1)]) == [1]
     finally:
-        _remove(Late)
+        remove_type(Late)
 
 
 @pytest.mark.usefixtures("fast_switching")

@@ -32,7 +32,7 @@ from treekit import (  # noqa: E402
     tree_structure,
     tree_transpose,
 )
-from treekit._registry import NodeType, _add  # noqa: E402
+from treekit._registry import NodeType, add_type  # noqa: E402
 from treekit.testing import (  # noqa: E402
     BUILTIN_NODE_TYPES,
     LAWS,
@@ -375,7 +375,7 @@ class Broken:
 BROKEN = [
     Broken("swaps-children", lambda c: register_pytree_node(c, lambda p: ((p.y, p.x), None), lambda _, k: Point(*k)),
            ("round_trip", "survives_map")),
-    Broken("one-key-short", lambda c: _add(NodeType(
+    Broken("one-key-short", lambda c: add_type(NodeType(
         c, lambda p, with_path: ([p.x, p.y], None, [GetAttrKey("x")] if with_path else None),
         lambda _, k: Point(*k))), ("keys_count", "survives_map")),
     Broken("keys-disagree", lambda c: register_pytree_with_keys(

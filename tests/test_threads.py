@@ -21,7 +21,7 @@ from cases import Layer, Pair, Point, Tag, case_types
 
 import treekit
 from treekit import _registry
-from treekit._registry import _remove
+from treekit._registry import remove_type
 
 THREADS = 16
 ROUNDS = 40  # per thread, over every tree
@@ -101,7 +101,7 @@ def _churn(stop: threading.Event, counts: collections.Counter[str]) -> None:
             node = fresh()
             node.v = [k]
             assert treekit.tree_leaves(node) == [k]
-            _remove(fresh)
+            remove_type(fresh)
             counts["registered and removed"] += 1
         if k % 500 == 0:
             _registry.forget_answers()  # what a registration in JAX's registry triggers

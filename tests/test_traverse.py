@@ -254,9 +254,9 @@ def flaky() -> Any:
         _flaky("flatten", lambda n: (n.children, None)),
     )
     yield Flaky
-    from treekit._registry import _remove
+    from treekit._registry import remove_type
 
-    _remove(Flaky)
+    remove_type(Flaky)
 
 
 FLAKY_CALLS = {

@@ -13,7 +13,7 @@ from cases import CASES, NT, Case, Layer, Pair, Point, Tag
 
 import treekit
 from treekit import StructureMismatchError, TreeDef, keystr, tree_structure
-from treekit._registry import _remove
+from treekit._registry import remove_type
 
 pytestmark = pytest.mark.usefixtures("case_types")
 
@@ -90,7 +90,7 @@ def test_unpickling_a_treedef_of_an_unregistered_type_fails_clearly() -> None:
     try:
         data = pickle.dumps(tree_structure([Gone()]))
     finally:
-        _remove(Gone)
+        remove_type(Gone)
     with pytest.raises(ValueError, match=re.escape("cannot unpickle a treedef: Gone is not registered")):
         pickle.loads(data)
 
@@ -476,7 +476,7 @@ def test_an_entry_no_longer_registered_is_refused() -> None:
     try:
         records = _records([Dropped()])
     finally:
-        _remove(Dropped)
+        remove_type(Dropped)
     message = (
         "treedef record 0: expected None (a leaf) or a registered NodeType, "
         "got NodeType(Dropped), not the entry registered for its type"
@@ -489,7 +489,7 @@ def test_an_entry_no_longer_registered_is_refused() -> None:
             TreeDef(records)
         assert TreeDef(_records([Dropped()])).num_nodes == 2
     finally:
-        _remove(Dropped)
+        remove_type(Dropped)
 
 
 def test_records_the_checks_allow_are_kept_as_given() -> None:

@@ -6,16 +6,10 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 from treekit._keys import KeyEntry, KeyPath
+from treekit._one_level import flatten_one_level, flatten_one_level_with_keys, is_tree_node
 from treekit._ops import tree_flatten, tree_flatten_with_path
-from treekit._registry import (
-    NodeType,
-    flatten_one_level,
-    flatten_one_level_with_keys,
-    is_tree_node,
-    lookup,
-    register_dataclass,
-    register_pytree_node,
-)
+from treekit._register import register_dataclass, register_pytree_node
+from treekit._registry import NodeType, lookup
 from treekit._treedef import TreeDef
 
 __all__ = ["PyTreeRegistry", "default_registry"]

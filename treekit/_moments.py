@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from treekit._ops import tree_map
-from treekit._registry import register_pytree_node
+from treekit._register import register_pytree_node
 from treekit._tree_math import dtype_of, loaded_jax, namespace
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from treekit._registry import register_pytree_node
+from treekit._register import register_pytree_node
 
 __all__ = ["Partial"]
 

@@ -17,18 +17,9 @@ from treekit._errors import (
 from treekit._guide import guide
 from treekit._keys import KeyPath
 from treekit._mismatch import DATA_HINT, Incomparable, describe, same_node_data
+from treekit._one_level import node_record_data, plain_data
 from treekit._records import LEAF, Node, checked_records
-from treekit._registry import (
-    DICT,
-    LIST,
-    NAMEDTUPLE,
-    NONE,
-    TUPLE,
-    NodeType,
-    node_record_data,
-    plain_data,
-    sequence_keys,
-)
+from treekit._registry import DICT, LIST, NAMEDTUPLE, NONE, TUPLE, NodeType, sequence_keys
 
 __all__ = [
     "CONVERTERS",

@@ -19,7 +19,7 @@ from treekit._ops import tree_reduce_associative as reduce_associative
 from treekit._ops import tree_structure as structure
 from treekit._ops import tree_transpose as transpose
 from treekit._ops import tree_unflatten as unflatten
-from treekit._registry import static as static
+from treekit._register import static as static
 
 __all__ = [
     "all",
