@@ -2,39 +2,27 @@
 
 from __future__ import annotations
 
-import functools
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NoReturn, TypeVar, overload
+from typing import Any, NoReturn, TypeVar
 
 from treekit._core import NATIVE
-from treekit._errors import StructureMismatchError, TransposeMismatchError, noted, where_text
+from treekit._errors import noted, where_text
 from treekit._keys import KeyPath
-from treekit._registry import lookup
 from treekit._traverse import IsLeaf, flatten, flatten_pairs
 from treekit._traverse import leaves as _leaves
-from treekit._treedef import TreeDef, as_treedef, tuple_of
+from treekit._treedef import TreeDef, as_treedef
 
 __all__ = [
     "PyTree",
-    "all_leaves",
-    "tree_all",
-    "tree_broadcast",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_leaves",
     "tree_leaves_with_path",
     "tree_map",
     "tree_map_with_path",
-    "tree_reduce",
-    "tree_reduce_associative",
     "tree_structure",
-    "tree_transpose",
     "tree_unflatten",
-    "treedef_children",
-    "treedef_is_leaf",
-    "treedef_is_strict_leaf",
-    "treedef_tuple",
 ]
 
 PyTree = Any
@@ -240,7 +228,7 @@ def _map_failed(
     exc: Exception, row: int, paths: list[KeyPath] | None, tree: PyTree, is_leaf: IsLeaf | None, rest: tuple[Any, ...]
 ) -> NoReturn:
     """What the native tree_map calls when ``f`` raises at leaf ``row``: raise as the pure core does."""
-    path = _path(tree, is_leaf, row) if paths is None else paths[row]
+    path = leaf_path(tree, is_leaf, row) if paths is None else paths[row]
     _raise_noted(exc, _map_where(paths is not None, len(rest)), path)
 
 
@@ -275,10 +263,10 @@ def tree_map(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: IsLeaf
             return out
     leaves, treedef, _ = flatten(tree, is_leaf)
     columns = [leaves, *_rest_leaves(treedef, rest)] if rest else [leaves]
-    return treedef._build(leafwise(f, columns, lambda i: _path(tree, is_leaf, i), _map_where(False, len(rest))))
+    return treedef._build(leafwise(f, columns, lambda i: leaf_path(tree, is_leaf, i), _map_where(False, len(rest))))
 
 
-def _path(tree: PyTree, is_leaf: IsLeaf | None, index: int) -> KeyPath:
+def leaf_path(tree: PyTree, is_leaf: IsLeaf | None, index: int) -> KeyPath:
     """The key path of leaf ``index`` of ``tree`` (flattens again: for error messages only)."""
     paths = flatten(tree, is_leaf, True)[2]
     assert paths is not None
@@ -320,318 +308,3 @@ def tree_map_with_path(
     assert paths is not None
     columns = [paths, leaves, *_rest_leaves(treedef, rest)]
     return treedef._build(leafwise(f, columns, paths.__getitem__, _map_where(True, len(rest))))
-
-
-class _Unspecified:
-    def __repr__(self) -> str:
-        return "<unspecified>"
-
-
-_UNSPECIFIED: Any = _Unspecified()
-
-
-@overload
-def tree_reduce(function: Callable[[T, Any], T], tree: PyTree, *, is_leaf: IsLeaf | None = None) -> T: ...
-@overload
-def tree_reduce(
-    function: Callable[[T, Any], T], tree: PyTree, initializer: T, is_leaf: IsLeaf | None = None
-) -> T: ...
-def tree_reduce(
-    function: Callable[[T, Any], T], tree: PyTree, initializer: Any = _UNSPECIFIED, is_leaf: IsLeaf | None = None
-) -> T:
-    """``functools.reduce`` over the leaves of ``tree``.
-
-    >>> import operator
-    >>> tree_reduce(operator.add, {'a': 1, 'b': (2, 3)})
-    6
-    >>> tree_reduce(operator.add, [], 0)
-    0
-
-    Args:
-        function: Called as ``function(accumulated, leaf)``, left to right.
-        tree: Any pytree.
-        initializer: The starting value; without it, the first leaf.
-        is_leaf: As in :func:`tree_flatten`.
-
-    Returns:
-        The last value ``function`` returned (or ``initializer`` / the single leaf).
-
-    Raises:
-        TypeError: If ``tree`` has no leaves and no ``initializer`` is given.
-        TreeCycleError: If ``tree`` holds a cycle.
-    """
-    leaves = flatten(tree, is_leaf)[0]
-    it = iter(leaves)
-    try:
-        if initializer is _UNSPECIFIED:
-            return functools.reduce(function, it)  # type: ignore[no-any-return]
-        return functools.reduce(function, it, initializer)  # type: ignore[no-any-return]
-    except Exception as exc:
-        if not leaves:  # functools.reduce's own TypeError: nothing to reduce
-            raise
-        where = where_text(_path(tree, is_leaf, len(leaves) - operator.length_hint(it) - 1))
-        noted(exc, f"tree_reduce: function raised at {where} (arguments: the value so far, that leaf of tree)")
-        raise
-
-
-def tree_reduce_associative(
-    operation: Callable[[T, T], T], tree: PyTree, *, identity: Any = _UNSPECIFIED, is_leaf: IsLeaf | None = None
-) -> T:
-    """Reduce the leaves pairwise as a balanced tree (fewer sequential steps than reduce).
-
-    >>> import operator
-    >>> tree_reduce_associative(operator.add, [1, 2, 3, 4, 5])
-    15
-
-    Args:
-        operation: An associative ``(a, b) -> c``; leaves are paired as jax pairs them
-            (split at ``len // 2``), so a non-associative one gives jax's result.
-        tree: Any pytree.
-        identity: Returned for a tree without leaves.
-        is_leaf: As in :func:`tree_flatten`.
-
-    Returns:
-        The combined value.
-
-    Raises:
-        TypeError: If ``tree`` has no leaves and no ``identity`` is given.
-        TreeCycleError: If ``tree`` holds a cycle.
-    """
-    level = flatten(tree, is_leaf)[0]
-    if not level:
-        if identity is _UNSPECIFIED:
-            raise TypeError("tree_reduce_associative: the tree has no leaves; pass identity=")
-        return identity  # type: ignore[no-any-return]
-    # Bottom-up pairing, iterative: the same grouping as jax's halving recursion.
-    return _halve(level, operation)  # type: ignore[no-any-return]
-
-
-def _halve(seq: list[Any], op: Callable[[Any, Any], Any]) -> Any:
-    # jax splits at len // 2 recursively; mirror that exactly with an explicit stack.
-    stack: list[tuple[int, int, bool]] = [(0, len(seq), False)]
-    results: list[Any] = []
-    while stack:
-        lo, hi, combine = stack.pop()
-        if combine:
-            b = results.pop()
-            a = results.pop()
-            results.append(op(a, b))
-        elif hi - lo == 1:
-            results.append(seq[lo])
-        else:
-            mid = lo + (hi - lo) // 2
-            stack += [(lo, hi, True), (mid, hi, False), (lo, mid, False)]
-    return results[0]
-
-
-def tree_all(tree: PyTree, *, is_leaf: IsLeaf | None = None) -> bool:
-    """Whether every leaf is truthy (``True`` for a tree without leaves).
-
-    >>> tree_all([True, {'a': 1}]), tree_all([True, 0]), tree_all([])
-    (True, False, True)
-
-    Args:
-        tree: Any pytree.
-        is_leaf: As in :func:`tree_flatten`.
-
-    Returns:
-        ``all(tree_leaves(tree))``.
-
-    Raises:
-        TreeCycleError: If ``tree`` holds a cycle.
-    """
-    return all(flatten(tree, is_leaf)[0])
-
-
-def all_leaves(iterable: Iterable[Any], is_leaf: IsLeaf | None = None) -> bool:
-    """Whether every item of ``iterable`` is a leaf (``None`` is not: it is a node).
-
-    >>> all_leaves([1, 'a', 2.0]), all_leaves([1, [2]]), all_leaves([None])
-    (True, False, False)
-
-    Args:
-        iterable: The items to test (not a tree: its own type does not matter).
-        is_leaf: As in :func:`tree_flatten`; an item it accepts is a leaf.
-
-    Returns:
-        Whether flattening each item would give that item back as a single leaf.
-    """
-    if is_leaf is None:
-        return all(lookup(type(x)) is None for x in iterable)
-    items = list(iterable)
-    leaves = flatten(items, is_leaf)[0]
-    return len(leaves) == len(items) and all(a is b for a, b in zip(items, leaves))
-
-
-def tree_transpose(outer_treedef: TreeDef, inner_treedef: TreeDef | None, pytree_to_transpose: PyTree) -> PyTree:
-    """Turn a tree of structure ``outer(inner)`` into one of structure ``inner(outer)``.
-
-    >>> outer, inner = tree_structure([0, 0]), tree_structure({'a': 0, 'b': 0})
-    >>> tree_transpose(outer, inner, [{'a': 1, 'b': 2}, {'a': 3, 'b': 4}])
-    {'a': [1, 3], 'b': [2, 4]}
-
-    Args:
-        outer_treedef: The structure of the outer levels of ``pytree_to_transpose``.
-        inner_treedef: The structure under each outer leaf; ``None`` takes it from the
-            first outer leaf's subtree.
-        pytree_to_transpose: The tree.
-
-    Returns:
-        A tree of structure ``inner_treedef`` whose leaves are trees of structure
-        ``outer_treedef``.
-
-    A registered class whose flatten function re-flattens its contents (JAX's ``FlatCache``
-    test class: one child per leaf, the structure in its node data) transposes as in JAX: such
-    a node is matched by its leaf count.
-
-    Raises:
-        TransposeMismatchError: If the tree is not ``outer`` composed with ``inner``; the
-            message names the key path (jax only compares leaf counts). It is both a
-            :class:`StructureMismatchError` and a ``TypeError`` (JAX's class).
-        TypeError: If a treedef argument is not a treedef (a JAX ``PyTreeDef`` is converted).
-    """
-    outer_treedef = as_treedef(outer_treedef, "outer_treedef")
-    if inner_treedef is not None:
-        inner_treedef = as_treedef(inner_treedef, "inner_treedef")
-    try:
-        if inner_treedef is None:
-            first = outer_treedef._walk(pytree_to_transpose, "pytree_to_transpose")
-            inner_treedef = flatten(first[0] if first else None)[1]
-        composed = outer_treedef.compose(inner_treedef)
-        flat = composed._walk(pytree_to_transpose, "pytree_to_transpose", strict=True)
-    except StructureMismatchError as err:
-        leaves, treedef, _ = flatten(pytree_to_transpose)
-        if inner_treedef is None or not _same_but_registered(composed._nodes, treedef._nodes):
-            raise TransposeMismatchError(err.label, err.path, err.expected, err.got, err.detail, err.hint) from None
-        flat = leaves
-    # flat holds one row of `width` inner leaves per outer leaf; column k is every width-th.
-    width = inner_treedef.num_leaves
-    return inner_treedef._build([outer_treedef._build(flat[k::width]) for k in range(width)])
-
-
-def _same_but_registered(want: tuple[Any, ...], have: tuple[Any, ...]) -> bool:
-    """Whether two post-order node lists agree, registered classes' nodes compared by type and
-    leaf count only (their children and node data are theirs to choose)."""
-    i, j = len(want), len(have)
-    while i and j:
-        i, j = i - 1, j - 1
-        w, h = want[i], have[j]
-        if w[0] is not h[0]:
-            return False
-        if w[0] is not None and w[0].kind in ("custom", "jax"):
-            if w[3] != h[3]:
-                return False
-            i, j = i - w[4] + 1, j - h[4] + 1
-        elif w[2] != h[2] or w[1] != h[1]:
-            return False
-    return i == j == 0
-
-
-def tree_broadcast(prefix_tree: PyTree, full_tree: PyTree, is_leaf: IsLeaf | None = None) -> PyTree:
-    """Repeat each leaf of ``prefix_tree`` over the matching subtree of ``full_tree``.
-
-    >>> tree_broadcast([1, 2], [(0, 0), {'a': 0}])
-    [(1, 1), {'a': 2}]
-
-    Args:
-        prefix_tree: A tree whose structure is a prefix of ``full_tree``'s.
-        full_tree: The tree whose structure the result has.
-        is_leaf: Applies to ``prefix_tree``.
-
-    Returns:
-        A tree of ``full_tree``'s structure whose leaves are the matching leaves of
-        ``prefix_tree``.
-
-    Raises:
-        StructureMismatchError: If ``full_tree`` does not extend ``prefix_tree``; labelled
-            ``full_tree``.
-    """
-    return broadcast(prefix_tree, full_tree, is_leaf, "full_tree")
-
-
-def broadcast(
-    prefix_tree: PyTree, full_tree: PyTree, is_leaf: IsLeaf | None, label: str, *, full_is_leaf: IsLeaf | None = None
-) -> PyTree:
-    """:func:`tree_broadcast`, with mismatches named after ``label`` (the caller's argument),
-    and ``full_tree``'s leaves chosen by ``full_is_leaf``."""
-    values, prefix = flatten(prefix_tree, is_leaf)[:2]
-    full = flatten(full_tree, full_is_leaf)[1]
-    subtrees = prefix._walk(full_tree, label)
-    out: list[Any] = []
-    for value, subtree in zip(values, subtrees):
-        out.extend([value] * flatten(subtree, full_is_leaf)[1].num_leaves)
-    return full._build(out)
-
-
-def treedef_children(treedef: TreeDef) -> list[TreeDef]:
-    """The treedefs of the root's children.
-
-    >>> treedef_children(tree_structure([(1, 2), 3]))
-    [PyTreeDef((*, *)), PyTreeDef(*)]
-
-    Args:
-        treedef: Any treedef.
-
-    Returns:
-        A list of treedefs, ``[]`` for a leaf or a node without children.
-
-    Raises:
-        TypeError: If ``treedef`` is not a treedef (a JAX ``PyTreeDef`` is converted).
-    """
-    return as_treedef(treedef, "treedef").children()
-
-
-def treedef_is_leaf(treedef: TreeDef) -> bool:
-    """Whether ``treedef`` has a single node (a leaf, or a node with no children like ``None``).
-
-    >>> treedef_is_leaf(tree_structure(1)), treedef_is_leaf(tree_structure(None))
-    (True, True)
-
-    Args:
-        treedef: Any treedef.
-
-    Returns:
-        Whether ``treedef.num_nodes == 1`` (jax's definition).
-
-    Raises:
-        TypeError: If ``treedef`` is not a treedef (a JAX ``PyTreeDef`` is converted).
-    """
-    return as_treedef(treedef, "treedef").num_nodes == 1
-
-
-def treedef_is_strict_leaf(treedef: TreeDef) -> bool:
-    """Whether ``treedef`` is a single leaf (``None`` and ``()`` are not).
-
-    >>> treedef_is_strict_leaf(tree_structure(1)), treedef_is_strict_leaf(tree_structure(None))
-    (True, False)
-
-    Args:
-        treedef: Any treedef.
-
-    Returns:
-        Whether ``treedef`` is the structure of a single leaf.
-
-    Raises:
-        TypeError: If ``treedef`` is not a treedef (a JAX ``PyTreeDef`` is converted).
-    """
-    treedef = as_treedef(treedef, "treedef")
-    return treedef.num_nodes == 1 and treedef.num_leaves == 1
-
-
-def treedef_tuple(treedefs: Iterable[TreeDef]) -> TreeDef:
-    """A tuple node whose children have the given structures.
-
-    >>> treedef_tuple([tree_structure([1, 2]), tree_structure({'a': 3})])
-    PyTreeDef(([*, *], {'a': *}))
-
-    Args:
-        treedefs: The children's structures, in order.
-
-    Returns:
-        The :class:`TreeDef` of a tuple of trees of those structures.
-
-    Raises:
-        TypeError: If an item is not a treedef (a JAX ``PyTreeDef`` is converted); the
-            message names it (``treedefs[1]``).
-    """
-    return tuple_of(treedefs)

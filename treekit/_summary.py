@@ -16,7 +16,7 @@ from typing import Any
 from treekit._describe import dtype_name, is_array, itemsize
 from treekit._keys import KeyPath, keystr
 from treekit._layout import Layout, device_nbytes, layout_of, mesh_str, named_layout, spec_str
-from treekit._ops import broadcast
+from treekit._rearrange import broadcast
 from treekit._traverse import IsLeaf, flatten
 
 __all__ = ["COLUMNS", "SHARDING_COLUMNS", "STAT_COLUMNS", "Column", "Row", "summary"]

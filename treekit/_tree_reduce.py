@@ -15,7 +15,8 @@ import operator
 from typing import Any
 
 from treekit._keys import keystr
-from treekit._ops import tree_leaves, tree_map, tree_reduce, tree_reduce_associative
+from treekit._ops import tree_leaves, tree_map
+from treekit._reduce import tree_reduce, tree_reduce_associative
 from treekit._traverse import LeafPaths, flatten
 from treekit._tree_math import namespace, zip_trees
 

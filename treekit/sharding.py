@@ -42,7 +42,7 @@ from treekit._keys import KeyPath, keystr
 from treekit._layout import device_nbytes, entry_axes
 from treekit._layout import mesh_axes as mesh_axes
 from treekit._layout import spec_str as spec_str
-from treekit._ops import broadcast
+from treekit._rearrange import broadcast
 from treekit._specs import ShapeDtype as ShapeDtype
 from treekit._traverse import flatten
 
