@@ -13,6 +13,11 @@ hypothesis (numpy only when an array strategy is built, jax only for jax arrays)
 
 from __future__ import annotations
 
+from treekit._array_strategies import array_strategy as array_strategy
+from treekit._array_strategies import array_trees as array_trees
+from treekit._array_strategies import arrays_like as arrays_like
+from treekit._array_strategies import param_trees as param_trees
+from treekit._array_strategies import same_structure_trees as same_structure_trees
 from treekit._laws import LAWS as LAWS
 from treekit._laws import BrokenLaw as BrokenLaw
 from treekit._laws import NodeTypeLawError as NodeTypeLawError
@@ -21,12 +26,7 @@ from treekit._laws import check_node_type as check_node_type
 from treekit._strategies import BUILTIN_NODE_TYPES as BUILTIN_NODE_TYPES
 from treekit._strategies import NodeMaker as NodeMaker
 from treekit._strategies import Pair as Pair
-from treekit._strategies import array_strategy as array_strategy
-from treekit._strategies import array_trees as array_trees
-from treekit._strategies import arrays_like as arrays_like
 from treekit._strategies import key_paths as key_paths
-from treekit._strategies import param_trees as param_trees
-from treekit._strategies import same_structure_trees as same_structure_trees
 from treekit._strategies import trees as trees
 from treekit._strategies import trees_like as trees_like
 
