@@ -398,7 +398,7 @@ def _close(x: Any, y: Any, rtol: float, atol: float) -> bool:
         return bool(np.isclose(bf[unequal], af[unequal], rtol=rtol, atol=atol).all())
 
 
-def _errors(x: Any, y: Any, scalar: bool = False) -> tuple[int, int, str | None]:
+def _element_errors(x: Any, y: Any, scalar: bool = False) -> tuple[int, int, str | None]:
     """(unequal elements, elements, the largest abs and rel errors in words, or ``None``)."""
     import numpy as np
 
@@ -421,7 +421,7 @@ def _errors(x: Any, y: Any, scalar: bool = False) -> tuple[int, int, str | None]
     return count, total, ", ".join(words) or None
 
 
-def _describe(x: Any) -> str:
+def _describe_node(x: Any) -> str:
     ntype = lookup(type(x))
     if ntype is None:
         return describe_leaf(x)
@@ -439,9 +439,9 @@ def _texts(d: Difference) -> tuple[str, str, str | None, None]:
     if kind == "node":
         return left, right, None, None
     if kind == "missing":
-        return _describe(left), "no such key", None, None
+        return _describe_node(left), "no such key", None, None
     if kind == "extra":
-        return "no such key", _describe(right), None, None
+        return "no such key", _describe_node(right), None, None
     if kind == "type":
         return _typed(left), _typed(right), None, None
     if kind == "shape":
@@ -449,11 +449,11 @@ def _texts(d: Difference) -> tuple[str, str, str | None, None]:
     if kind == "dtype":
         return f"dtype {left}", f"dtype {right}", None, None
     if is_array(left) or is_array(right):
-        count, total, detail = _errors(left, right)
+        count, total, detail = _element_errors(left, right)
         return f"the values of a{keystr(d.path)}", f"{count} of {total} different", detail, None
     got = describe_leaf(right, 40)
     if _is_number(left) and _is_number(right):
-        return describe_leaf(left, 40), got, _errors(left, right, scalar=True)[2], None
+        return describe_leaf(left, 40), got, _element_errors(left, right, scalar=True)[2], None
     return describe_leaf(left, 40), got, None, None
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from treekit._keys import KeyPath, keystr
 
 __all__ = [
+    "Caller",
     "StructureAssertionError",
     "StructureMismatchError",
     "TransposeMismatchError",
@@ -248,6 +249,23 @@ def where_text(path: KeyPath) -> str:
     ('the root', "['a'][0]")
     """
     return keystr(path) if path else "the root"
+
+
+class Caller(NamedTuple):
+    """Who called a user's function, for the note on what it raises: the ``function``
+    (``tree_map: f``) and what its ``arguments`` were.
+
+    >>> from treekit._keys import DictKey
+    >>> Caller('tree_map: f', 'arguments from tree').note((DictKey('w'),))
+    "tree_map: f raised at ['w'] (arguments from tree)"
+    """
+
+    function: str
+    arguments: str
+
+    def note(self, path: KeyPath) -> str:
+        """The note for an exception raised at the leaf ``path``."""
+        return f"{self.function} raised at {where_text(path)} ({self.arguments})"
 
 
 def noted(exc: Exception, note: str) -> Exception:

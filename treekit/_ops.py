@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn, TypeVar
 
 from treekit._core import NATIVE
-from treekit._errors import noted, where_text
+from treekit._errors import Caller, noted
 from treekit._keys import KeyPath
 from treekit._traverse import IsLeaf, flatten, flatten_pairs
 from treekit._traverse import leaves as _leaves
@@ -188,18 +188,17 @@ def leafwise(
     f: Callable[..., Any],
     columns: Sequence[Sequence[Any]],
     path_of: Callable[[int], KeyPath],
-    where: str,
+    caller: Caller,
 ) -> list[Any]:
     """``[f(*row) for row in zip(*columns)]``; if ``f`` raises, the error gets a note naming the leaf.
 
-    ``where`` reads ``"<function>: <what>|<arguments>"``: on a failure at row ``i`` the note is
-    ``<function>: <what> raised at <keystr(path_of(i))> (<arguments>)``, e.g.
+    On a failure at row ``i`` the note is ``caller.note(path_of(i))``, e.g.
     ``tree_map: f raised at ['layers'][1]['w'] (arguments from tree, rest[0])``; see
     :func:`treekit._errors.noted`. The key path is found only after a failure: the rows are
     run by one ``map`` inside one ``try``, and the failing row is the one the first
     column's iterator gave last.
 
-    >>> leafwise(lambda x: 10 // x, [[1, 2]], lambda i: (), 'tree_map: f|arguments from tree')
+    >>> leafwise(lambda x: 10 // x, [[1, 2]], lambda i: (), Caller('tree_map: f', 'arguments from tree'))
     [10, 5]
     """
     first = iter(columns[0])
@@ -209,19 +208,14 @@ def leafwise(
         return list(map(f, first, *columns[1:]))
     except Exception as exc:
         row = len(columns[0]) - operator.length_hint(first) - 1
-        _raise_noted(exc, where, path_of(row))
+        noted(exc, caller.note(path_of(row)))
+        raise
 
 
-def _raise_noted(exc: Exception, where: str, path: KeyPath) -> NoReturn:
-    """Raise ``exc`` (raised by the user's function at the leaf ``path``) with its note (see :func:`leafwise`)."""
-    label, _, arguments = where.partition("|")
-    raise noted(exc, f"{label} raised at {where_text(path)} ({arguments})")
-
-
-def _map_where(with_path: bool, n_rest: int) -> str:
+def _map_caller(with_path: bool, n_rest: int) -> Caller:
     if with_path:
-        return f"tree_map_with_path: f|arguments: the key path, leaves from {_trees(n_rest)}"
-    return f"tree_map: f|arguments from {_trees(n_rest)}"
+        return Caller("tree_map_with_path: f", f"arguments: the key path, leaves from {_trees(n_rest)}")
+    return Caller("tree_map: f", f"arguments from {_trees(n_rest)}")
 
 
 def _map_failed(
@@ -229,7 +223,7 @@ def _map_failed(
 ) -> NoReturn:
     """What the native tree_map calls when ``f`` raises at leaf ``row``: raise as the pure core does."""
     path = leaf_path(tree, is_leaf, row) if paths is None else paths[row]
-    _raise_noted(exc, _map_where(paths is not None, len(rest)), path)
+    raise noted(exc, _map_caller(paths is not None, len(rest)).note(path))
 
 
 def tree_map(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: IsLeaf | None = None) -> PyTree:
@@ -263,7 +257,7 @@ def tree_map(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: IsLeaf
             return out
     leaves, treedef, _ = flatten(tree, is_leaf)
     columns = [leaves, *_rest_leaves(treedef, rest)] if rest else [leaves]
-    return treedef._build(leafwise(f, columns, lambda i: leaf_path(tree, is_leaf, i), _map_where(False, len(rest))))
+    return treedef._build(leafwise(f, columns, lambda i: leaf_path(tree, is_leaf, i), _map_caller(False, len(rest))))
 
 
 def leaf_path(tree: PyTree, is_leaf: IsLeaf | None, index: int) -> KeyPath:
@@ -307,4 +301,4 @@ def tree_map_with_path(
     leaves, treedef, paths = flatten(tree, is_leaf, True, is_leaf_takes_path)
     assert paths is not None
     columns = [paths, leaves, *_rest_leaves(treedef, rest)]
-    return treedef._build(leafwise(f, columns, paths.__getitem__, _map_where(True, len(rest))))
+    return treedef._build(leafwise(f, columns, paths.__getitem__, _map_caller(True, len(rest))))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from treekit._describe import is_inexact_dtype
+from treekit._errors import Caller
 from treekit._ops import leafwise, tree_leaves_with_path, tree_map
 from treekit._traverse import flatten
 
@@ -96,7 +97,7 @@ def partition(tree: Any, predicate_or_mask: Any) -> tuple[Any, Any]:
             lambda x: bool(predicate_or_mask(x)),
             [leaves],
             lambda i: tree_leaves_with_path(tree)[i][0],
-            "partition: predicate_or_mask|the leaf of tree",
+            Caller("partition: predicate_or_mask", "the leaf of tree"),
         )
         subtrees = leaves
     else:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from treekit._errors import Caller
 from treekit._keys import KeyPath
 from treekit._ops import leafwise
 from treekit._traverse import flatten
@@ -108,8 +109,8 @@ def zip_trees(name: str, f: Callable[..., Any], tree_x: Any, others: dict[str, A
         assert paths is not None
         return paths[index]
 
-    where = f"{name}|leaves of {', '.join([first, *others])}"
-    return treedef._build(leafwise(f, columns, path_of, where))
+    caller = Caller(name, f"leaves of {', '.join([first, *others])}")
+    return treedef._build(leafwise(f, columns, path_of, caller))
 
 
 def tree_add(tree_x: Any, tree_y: Any, *other_trees: Any) -> Any:

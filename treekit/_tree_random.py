@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from treekit._errors import Caller
 from treekit._keys import keystr
 from treekit._ops import leafwise, tree_map
 from treekit._traverse import flatten
@@ -103,7 +104,7 @@ def tree_random_like(
     return treedef._build(leafwise(draw, [paths, leaves], paths.__getitem__, _DRAWING))
 
 
-_DRAWING = "tree_random_like: drawing the leaf|sampler on the shape and dtype of target_tree's leaf"
+_DRAWING = Caller("tree_random_like: drawing the leaf", "sampler on the shape and dtype of target_tree's leaf")
 
 
 def _jax(function: str) -> Any:
