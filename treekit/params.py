@@ -41,6 +41,9 @@ from treekit._partition import is_inexact_array as is_inexact_array
 from treekit._partition import partition as partition
 from treekit._stack import tree_stack as tree_stack
 from treekit._stack import tree_unstack as tree_unstack
+from treekit._transforms import GradientTransformation as GradientTransformation
+from treekit._transforms import chain as chain
+from treekit._transforms import clip_by_global_norm as clip_by_global_norm
 from treekit._tree_math import tree_add as tree_add
 from treekit._tree_math import tree_add_scale as tree_add_scale
 from treekit._tree_math import tree_axpy as tree_axpy
@@ -70,12 +73,9 @@ from treekit._tree_reduce import tree_norm as tree_norm
 from treekit._tree_reduce import tree_size as tree_size
 from treekit._tree_reduce import tree_sum as tree_sum
 from treekit._tree_reduce import tree_vdot as tree_vdot
-from treekit.optim import GradientTransformation as GradientTransformation
 from treekit.optim import adam as adam
 from treekit.optim import adamw as adamw
 from treekit.optim import apply_updates as apply_updates
-from treekit.optim import chain as chain
-from treekit.optim import clip_by_global_norm as clip_by_global_norm
 from treekit.optim import sgd as sgd
 from treekit.optim import tree_bias_correction as tree_bias_correction
 from treekit.optim import tree_map_params as tree_map_params
