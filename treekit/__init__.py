@@ -30,6 +30,10 @@ from treekit._errors import StructureAssertionError as StructureAssertionError
 from treekit._errors import StructureMismatchError as StructureMismatchError
 from treekit._errors import TransposeMismatchError as TransposeMismatchError
 from treekit._errors import TreeCycleError as TreeCycleError
+from treekit._fold import all_leaves as all_leaves
+from treekit._fold import tree_all as tree_all
+from treekit._fold import tree_reduce as tree_reduce
+from treekit._fold import tree_reduce_associative as tree_reduce_associative
 from treekit._format import format_tree as format_tree
 from treekit._io import PickleRefused as PickleRefused
 from treekit._io import load as load
@@ -65,10 +69,6 @@ from treekit._rearrange import treedef_children as treedef_children
 from treekit._rearrange import treedef_is_leaf as treedef_is_leaf
 from treekit._rearrange import treedef_is_strict_leaf as treedef_is_strict_leaf
 from treekit._rearrange import treedef_tuple as treedef_tuple
-from treekit._reduce import all_leaves as all_leaves
-from treekit._reduce import tree_all as tree_all
-from treekit._reduce import tree_reduce as tree_reduce
-from treekit._reduce import tree_reduce_associative as tree_reduce_associative
 from treekit._register import register_dataclass as register_dataclass
 from treekit._register import register_pytree_node as register_pytree_node
 from treekit._register import register_pytree_node_class as register_pytree_node_class

@@ -1,4 +1,5 @@
-"""The public functions over trees: flatten, map, reduce, transpose, broadcast (jax's names)."""
+"""The public functions over trees that flatten, unflatten and map them (jax's names); the
+other whole-tree functions are in ``_fold`` (reduce) and ``_rearrange`` (transpose, broadcast)."""
 
 from __future__ import annotations
 

@@ -14,9 +14,9 @@ import math
 import operator
 from typing import Any
 
+from treekit._fold import tree_reduce, tree_reduce_associative
 from treekit._keys import keystr
 from treekit._ops import tree_leaves, tree_map
-from treekit._reduce import tree_reduce, tree_reduce_associative
 from treekit._traverse import LeafPaths, flatten
 from treekit._tree_math import namespace, zip_trees
 

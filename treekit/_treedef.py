@@ -1,4 +1,5 @@
-"""TreeDef: a tree's structure as flat post-order node records; unflatten and the guided walk."""
+"""TreeDef: a tree's structure as flat post-order node records, compared, hashed, pickled and
+shown; unflatten (and its builders); the guided walk is ``_guide``'s."""
 
 from __future__ import annotations
 

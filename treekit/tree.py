@@ -5,6 +5,10 @@
 {'a': 2}
 """
 
+from treekit._fold import all_leaves as all_leaves
+from treekit._fold import tree_all as all
+from treekit._fold import tree_reduce as reduce
+from treekit._fold import tree_reduce_associative as reduce_associative
 from treekit._ops import tree_flatten as flatten
 from treekit._ops import tree_flatten_with_path as flatten_with_path
 from treekit._ops import tree_leaves as leaves
@@ -15,10 +19,6 @@ from treekit._ops import tree_structure as structure
 from treekit._ops import tree_unflatten as unflatten
 from treekit._rearrange import tree_broadcast as broadcast
 from treekit._rearrange import tree_transpose as transpose
-from treekit._reduce import all_leaves as all_leaves
-from treekit._reduce import tree_all as all
-from treekit._reduce import tree_reduce as reduce
-from treekit._reduce import tree_reduce_associative as reduce_associative
 from treekit._register import static as static
 
 __all__ = [

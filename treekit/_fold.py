@@ -1,4 +1,5 @@
-"""Reductions over a tree's leaves: tree_reduce, tree_reduce_associative, tree_all, all_leaves (jax's names)."""
+"""Folding a tree's leaves into one value: tree_reduce, tree_reduce_associative, tree_all,
+all_leaves (jax's names)."""
 
 from __future__ import annotations
 
