@@ -976,7 +976,7 @@ def chaos_types() -> Iterator[None]:
         yield
     finally:
         for cls in (DC, Box, BoxK, Keyed, KeyedF, Flaky, FlakyK):
-            _registry._remove(cls)
+            _registry.remove_type(cls)
 
 
 @pytest.mark.parametrize("site", SITES)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import treekit
-from treekit._registry import _remove
+from treekit._registry import remove_type
 
 pytestmark = pytest.mark.skipif(treekit.backend() != "native", reason="the native core is not in use")
 
@@ -70,8 +70,8 @@ def _types() -> Iterator[None]:
     try:
         yield
     finally:
-        _remove(Layer)
-        _remove(Broken)
+        remove_type(Layer)
+        remove_type(Broken)
 
 
 class Workload:
