@@ -17,6 +17,25 @@ The caches (module: name, what it holds, its bound):
 - ``_describe``: ``_NAMES``, a dtype's name (numpy computes it in Python): at most
   ``_NAMES_LIMIT`` dtypes; it keeps them alive, and programs use a handful.
 
+The native core's caches (src/native/cache.c), one process each: ``_native.cache_info()``
+gives each one's ``(size, limit)`` by the name below, ``_native.clear_caches()`` empties them:
+
+- ``big_dicts``, ``big_dict_keys``: the node data of the last dicts of more than 8 keys met,
+  by their very key objects: at most 4 dicts and ``2**15`` keys in all.
+- ``orders``, ``order_keys``: for the last big key orders met, their ``DictKey`` entries, a
+  dict of their keys (values ``None``) that their dicts are copied from, and the key paths of
+  such a dict at the root: at most 8 orders and ``2**15`` keys in all.
+- ``records``: node records of lists, tuples and ``None`` (node data ``None``): 512 slots.
+- ``counts``: the ints ``0..1023`` the records count with.
+- ``spread_keys``: copies of ``SequenceKey(i)``, ``i < 64``, for deep key paths: 448.
+- ``sequence_texts``, ``dict_texts``, ``attr_texts``: keystr's texts of entries seen: 256 ints;
+  ``2**15`` strs each (emptied when full).
+- ``spare_stack``, ``spare_buffer``: the walkers' last arrays (hold no objects): up to 4096
+  frames and 65536 records.
+
+None of them holds a leaf or the node data of a user's node: a tree dropped is freed, but for
+the keys of its big dicts (kept as ``ORDERS`` keeps them, within the bounds above).
+
 The JAX bridge's tables (``_jax._JAX_ONLY``, ``_JAX_OWN``, ``_MIRRORED``, ``_TAKEN``) hold
 only classes registered with JAX or treekit, which those registries hold for good anyway.
 """
@@ -25,6 +44,8 @@ from __future__ import annotations
 
 import collections
 import gc
+import importlib
+import re
 import tracemalloc
 import weakref
 from collections.abc import Iterator
@@ -172,3 +193,105 @@ def test_dtype_names_are_bounded() -> None:
         assert _describe.dtype_name(np.dtype([(f"f{i}", np.float32)])) == "void32"
     assert len(_describe._NAMES) <= _describe._NAMES_LIMIT
     assert _describe.dtype_name(np.dtype("float32")) == "float32"
+
+
+# -- the native core's caches ------------------------------------------------------------------------
+native_only = pytest.mark.skipif(treekit.backend() != "native", reason="the native core is not in use")
+
+
+def _native() -> Any:
+    return importlib.import_module("treekit._native")
+
+
+@native_only
+def test_the_native_caches_are_the_ones_listed_above() -> None:
+    assert __doc__ is not None
+    section = __doc__.split("The native core's caches")[1].split("None of them")[0]
+    listed = set(re.findall(r"^- (.*?):", section, re.M))
+    names = {name.strip("`") for row in listed for name in row.split(", ")}
+    assert names == set(_native().cache_info())
+
+
+class Leaf:
+    """A leaf (or node data) that can be weakly referenced."""
+
+
+def _every_call(tree: Any) -> None:
+    """What the native core does with a tree, twice (the second reads what the first kept)."""
+    for _ in range(2):
+        leaves, treedef = treekit.tree_flatten(tree)
+        treekit.tree_unflatten(treedef, leaves)
+        treekit.tree_map(lambda x: x, tree)
+        treekit.tree_map(lambda x, y: y, tree, tree)
+        paths = [path for path, _ in treekit.tree_flatten_with_path(tree)[0]]
+        treekit.tree_map_with_path(lambda p, x: x, tree)
+        [treekit.keystr(path) for path in paths]
+        treekit.tree_structure(tree).flatten_up_to(tree)
+
+
+@native_only
+def test_the_native_caches_are_bounded() -> None:
+    native = _native()
+    for k in range(12):  # distinct big dicts, sorted and not, some with more keys than a cache keeps
+        n = (2, 600, 40_000)[k % 3]
+        keys = [f"{k}-{i:06}" for i in range(n)]
+        _every_call(dict.fromkeys(keys if k % 2 else keys[::-1], 1.0))
+    for depth in (10, 100, 5000):  # deep lists: spread keys, the spare stack
+        tree: Any = 1.0
+        for _ in range(depth):
+            tree = [0.0, tree]
+        _every_call(tree)
+    _every_call([[0.0] * n for n in range(600)])  # many distinct records
+    _every_call({f"clé {i}": 1.0 for i in range(40_000)})  # keys whose texts are not plain ASCII
+    for name, (size, limit) in native.cache_info().items():
+        assert 0 <= size <= limit, f"{name}: {size} > {limit}"
+    info = native.cache_info()
+    assert info["big_dicts"][0] > 0 and info["orders"][0] > 0 and info["dict_texts"][0] > 0  # they were used
+
+
+@native_only
+def test_the_native_caches_keep_no_leaf_and_no_node_data_alive(registered: Any) -> None:
+    class Node:
+        def __init__(self, data: Any, child: Any) -> None:
+            self.data, self.child = data, child
+
+    registered(
+        Node,
+        lambda cls: treekit.register_pytree_with_keys(
+            cls, lambda n: (((treekit.GetAttrKey("child"), n.child),), n.data), lambda d, c: cls(d, *c)
+        ),
+    )
+    Point = collections.namedtuple("Point", "x y")
+    made: list[Leaf] = []
+
+    def leaf() -> Leaf:
+        made.append(Leaf())
+        return made[-1]
+
+    def trees() -> list[Any]:
+        return [
+            {f"k{i:03}": leaf() for i in range(40, 0, -1)},  # big, unsorted
+            {f"k{i:03}": leaf() for i in range(40)},  # big, sorted
+            [{"w": leaf(), "b": leaf()} for _ in range(3)],
+            (leaf(), [leaf(), None], Point(leaf(), leaf())),
+            Node(leaf(), [leaf()]),  # node data: a Leaf too
+        ]
+
+    for tree in trees():
+        _every_call(tree)
+    refs = [weakref.ref(x) for x in made]
+    del made[:], tree
+    gc.collect()
+    assert [ref for ref in refs if ref() is not None] == []
+
+
+@native_only
+def test_clear_caches_empties_every_native_cache() -> None:
+    native = _native()
+    _every_call({f"{i:03}": [float(i), (i,)] for i in range(50, 0, -1)})
+    assert any(size for size, _ in native.cache_info().values())
+    native.clear_caches()
+    assert {name: size for name, (size, _) in native.cache_info().items() if size} == {}
+    tree = {f"{i:03}": [float(i), (i,)] for i in range(50, 0, -1)}
+    _every_call(tree)  # and they fill again
+    assert native.cache_info()["big_dicts"][0] == 1

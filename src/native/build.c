@@ -2,11 +2,11 @@
  * structure from its post-order records and its leaves. Lists, tuples, dicts, None and
  * namedtuples are made here. A node registered with register_pytree_node (or _with_keys)
  * gets its user's unflatten function called here, as the entry's unflatten function calls
- * it (`unflatten_func(node_data, children as a tuple)`); should that raise, the node is
- * made again through treekit._treedef._unflatten, the Python function that calls the
- * entry's unflatten function and words its errors, so a user's exception comes out exactly
- * as in the pure core. Every other node goes through _unflatten. */
-#include "native.h"
+ * it (`unflatten_func(node_data, children as a tuple)`); should that raise, its exception is
+ * noted as treekit._treedef._unflatten notes it (errors.h), so a user's exception comes out
+ * exactly as in the pure core. Every other node goes through _unflatten, the Python function
+ * that calls the entry's unflatten function and words its errors. */
+#include "build.h"
 
 /* The `_Keys` met in this build, read once each (direct-mapped by address): a parameter
  * tree's layers share a few. */
@@ -22,13 +22,14 @@ static void last_keys_clear(LastKeys *last) {
     Py_CLEAR(last->original);
 }
 
-/* Read a `_Keys` of n keys into `last`: 0, or -1 (no exception) if it is not of that shape. */
+/* Read a `_Keys` of n keys into `last` (references taken): 0, or -1 (no exception) if it is
+ * not of that shape. */
 static int read_keys(LastKeys *last, PyObject *keys, Py_ssize_t n) {
     last_keys_clear(last);
     if (n > 8 || !PyTuple_Check(keys)) return -1;
     PyObject *attrs = PyObject_GenericGetDict(keys, NULL);
-    PyObject *original = attrs ? PyDict_GetItemWithError(attrs, S.s_original) : NULL; /* borrowed */
-    PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, S.s_positions) : NULL;
+    PyObject *original = attrs ? PyDict_GetItemWithError(attrs, tk_state.s_original) : NULL; /* borrowed */
+    PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, tk_state.s_positions) : NULL;
     int ok = original != NULL && positions != NULL && PyTuple_CheckExact(original) && PyTuple_CheckExact(positions) &&
              PyTuple_GET_SIZE(original) == n && PyTuple_GET_SIZE(positions) == n;
     for (Py_ssize_t i = 0; ok && i < n; i++) {
@@ -48,7 +49,7 @@ static int read_keys(LastKeys *last, PyObject *keys, Py_ssize_t n) {
 
 /* The size of d's table, as dict.__sizeof__ gives it: -1 (no exception) if unknown. */
 static Py_ssize_t table_size(PyObject *d) {
-    PyObject *size = PyObject_CallMethod(d, "__sizeof__", NULL);
+    PyObject *size = PyObject_CallMethodNoArgs(d, tk_state.s_sizeof);
     Py_ssize_t out = size == NULL ? -1 : PyLong_AsSsize_t(size);
     Py_XDECREF(size);
     if (out < 0) PyErr_Clear();
@@ -56,8 +57,8 @@ static Py_ssize_t table_size(PyObject *d) {
 }
 
 /* A dict of `original`'s n keys in that order, values None, for the dicts of that order to
- * be copied from (PyDict_Copy keeps its table): new reference, NULL with an exception, or
- * NULL without one if the keys do not make n entries. Its table is one size larger than n
+ * be copied from (PyDict_Copy keeps its table). Return value: New reference; NULL with an
+ * exception, or NULL without one if the keys do not make n entries. Its table is one size larger than n
  * keys inserted one by one leave it (the keys are put in, then str keys not among them until
  * the table grows, then those are deleted): with half as many keys to a slot, putting each
  * value into a copy finds its key in fewer probes, and a 10,000-key dict is built in about
@@ -103,23 +104,23 @@ static PyObject *make_template(PyObject *original, Py_ssize_t n) {
 }
 
 /* A big key order's dict, copied from a dict of its keys with None values (made at the
- * order's second build, kept: see tk_keep) and its values put in: new reference; NULL with
- * an exception, or NULL without one where there is no such dict yet or the copy did not
- * keep exactly n keys (a key whose hash changed): build it key by key then. `keys`: node
- * data of n > 8 keys; `original` its keys in insertion order, `positions` (NULL: leaf order
- * is insertion order) where each goes (borrowed). */
-static PyObject *from_template(PyObject *keys, PyObject *original, PyObject *positions, PyObject **kids,
-                               Py_ssize_t n) {
-    PyObject *template = tk_kept(keys, KEPT_TEMPLATE);
+ * order's second build, kept: see tk_keep) and its values put in. 1 (*out: a new
+ * reference), 0 (no such dict yet, or the copy did not keep exactly n keys (a key whose hash
+ * changed): build it key by key), -1 with an exception. `keys`: node data of n > 8 keys;
+ * `original` its keys in insertion order, `positions` (NULL: leaf order is insertion order)
+ * where each goes. */
+static int from_template(PyObject *keys, PyObject *original, PyObject *positions, PyObject **kids, Py_ssize_t n,
+                         PyObject **out) {
+    PyObject *template = tk_kept(keys, TK_KEPT_TEMPLATE);
     if (template == NULL || template == Py_None) {
         if (template == NULL) { /* its first build: noted only */
-            tk_keep(keys, KEPT_TEMPLATE, Py_None);
-            return NULL;
+            tk_keep(keys, TK_KEPT_TEMPLATE, Py_None);
+            return 0;
         }
         Py_DECREF(template);
         template = make_template(original, n);
-        if (template == NULL) return NULL;
-        tk_keep(keys, KEPT_TEMPLATE, template);
+        if (template == NULL) return PyErr_Occurred() ? -1 : 0;
+        tk_keep(keys, TK_KEPT_TEMPLATE, template);
     }
     PyObject *d = PyDict_Copy(template);
     Py_DECREF(template);
@@ -127,63 +128,72 @@ static PyObject *from_template(PyObject *keys, PyObject *original, PyObject *pos
         Py_ssize_t at = positions == NULL ? i : PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i));
         if (at < 0 || at >= n || PyDict_SetItem(d, PyTuple_GET_ITEM(original, i), kids[at]) < 0) Py_CLEAR(d);
     }
-    if (d != NULL && PyDict_GET_SIZE(d) != n) Py_CLEAR(d); /* (no exception: key by key) */
+    if (d == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (PyDict_GET_SIZE(d) != n) { /* (no exception: key by key) */
+        Py_DECREF(d);
+        return 0;
+    }
+    *out = d;
+    return 1;
+}
+
+/* A dict of n keys from `original` (insertion order) and the children (leaf order),
+ * `positions` (NULL: the same order) saying where each key's child is. Return value: New
+ * reference; NULL with an exception. */
+static PyObject *dict_of(PyObject *original, PyObject *positions, PyObject **kids, Py_ssize_t n) {
+    PyObject *d = PyDict_New();
+    for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
+        Py_ssize_t at = positions == NULL ? i : PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i));
+        if (at < 0 || at >= n || PyDict_SetItem(d, PyTuple_GET_ITEM(original, i), kids[at]) < 0) Py_CLEAR(d);
+    }
+    return d;
+}
+
+/* A dict for a `_Keys` not read into its slot (more than 8 keys, or another shape).
+ * Return value: New reference; NULL, an exception set or not (the caller defers either way). */
+static PyObject *dict_of_order(PyObject *keys, PyObject **kids, Py_ssize_t n) {
+    PyObject *attrs = PyTuple_Check(keys) ? PyObject_GenericGetDict(keys, NULL) : NULL, *d = NULL;
+    PyObject *original = attrs ? PyDict_GetItemWithError(attrs, tk_state.s_original) : NULL;
+    PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, tk_state.s_positions) : NULL;
+    Py_XINCREF(original); /* held: the keys' __hash__ below may change `attrs` */
+    Py_XINCREF(positions);
+    Py_XDECREF(attrs);
+    if (original != NULL && positions != NULL && PyTuple_CheckExact(original) && PyTuple_CheckExact(positions) &&
+        PyTuple_GET_SIZE(original) == n && PyTuple_GET_SIZE(positions) == n &&
+        from_template(keys, original, positions, kids, n, &d) == 0)
+        d = dict_of(original, positions, kids, n); /* key by key */
+    Py_XDECREF(original);
+    Py_XDECREF(positions);
     return d;
 }
 
 /* A dict from its keys in leaf order (a tuple, or a `_Keys`, which puts the children back
- * in insertion order) and its n children in leaf order (borrowed). NULL with *defer set:
- * node data of another shape, for the Python builder. */
-static PyObject *make_dict(PyObject *keys, PyObject **kids, Py_ssize_t n, LastKeys *last, int *defer) {
+ * in insertion order) and its n children in leaf order. TK_OK (*out: a new reference), or
+ * TK_DEFER (no exception): node data of another shape, or an error on the way, for the
+ * Python builder. */
+static tk_status make_dict(PyObject *keys, PyObject **kids, Py_ssize_t n, LastKeys *last, PyObject **out) {
     PyObject *d = NULL;
     if (PyTuple_CheckExact(keys)) {
-        if (PyTuple_GET_SIZE(keys) != n) goto defer;
-        d = n > 8 ? from_template(keys, keys, NULL, kids, n) : NULL;
-        if (d != NULL) return d;
-        if (PyErr_Occurred()) goto defer;
-        d = PyDict_New();
-        for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
-            if (PyDict_SetItem(d, PyTuple_GET_ITEM(keys, i), kids[i]) < 0) Py_CLEAR(d);
-        }
-        if (d == NULL) goto defer;
-        return d;
-    }
-    /* a `_Keys`: its `original` keys (insertion order) and the `positions` of each in leaf order */
-    last += ((uintptr_t)keys >> 4) % KEY_ORDERS; /* its slot */
-    if (keys != last->keys && read_keys(last, keys, n) < 0) {
-        PyObject *attrs = PyTuple_Check(keys) ? PyObject_GenericGetDict(keys, NULL) : NULL;
-        PyObject *original = attrs ? PyDict_GetItemWithError(attrs, S.s_original) : NULL;
-        PyObject *positions = attrs ? PyDict_GetItemWithError(attrs, S.s_positions) : NULL;
-        Py_XINCREF(original); /* held: the keys' __hash__ below may change `attrs` */
-        Py_XINCREF(positions);
-        Py_XDECREF(attrs);
-        if (original != NULL && positions != NULL && PyTuple_CheckExact(original) && PyTuple_CheckExact(positions) &&
-            PyTuple_GET_SIZE(original) == n && PyTuple_GET_SIZE(positions) == n) {
-            d = from_template(keys, original, positions, kids, n);
-            if (d == NULL && !PyErr_Occurred()) { /* key by key */
-                d = PyDict_New();
-                for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
-                    Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i));
-                    if (at < 0 || at >= n || PyDict_SetItem(d, PyTuple_GET_ITEM(original, i), kids[at]) < 0)
-                        Py_CLEAR(d);
-                }
+        if (PyTuple_GET_SIZE(keys) == n && (n <= 8 || from_template(keys, keys, NULL, kids, n, &d) == 0))
+            d = dict_of(keys, NULL, kids, n);
+    } else {
+        /* a `_Keys`: its `original` keys (insertion order) and the `positions` of each in leaf order */
+        last += ((uintptr_t)keys >> 4) % KEY_ORDERS; /* its slot */
+        if (keys == last->keys || read_keys(last, keys, n) == 0) {
+            d = PyDict_New();
+            for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
+                if (PyDict_SetItem(d, PyTuple_GET_ITEM(last->original, i), kids[last->at[i]]) < 0) Py_CLEAR(d);
             }
+        } else {
+            d = dict_of_order(keys, kids, n);
         }
-        Py_XDECREF(original);
-        Py_XDECREF(positions);
-        if (d == NULL) goto defer;
-        return d;
     }
-    d = PyDict_New();
-    for (Py_ssize_t i = 0; d != NULL && i < n; i++) {
-        if (PyDict_SetItem(d, PyTuple_GET_ITEM(last->original, i), kids[last->at[i]]) < 0) Py_CLEAR(d);
+    if (d == NULL) {
+        PyErr_Clear();
+        return TK_DEFER;
     }
-    if (d == NULL) goto defer;
-    return d;
-defer:
-    PyErr_Clear();
-    *defer = 1;
-    return NULL;
+    *out = d;
+    return TK_OK;
 }
 
 /* The user's unflatten function behind the last custom entry met in this build (the entry
@@ -193,16 +203,17 @@ typedef struct {
     PyObject *func;
 } UserUnflatten;
 
-/* The user's function of entry `ntype`, or NULL (no exception) if it has none: borrowed. */
+/* The user's function of entry `ntype`, or NULL (no exception) if it has none.
+ * Return value: Borrowed reference (u holds it). */
 static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
     if (u->ntype == ntype) return u->func;
     Py_CLEAR(u->func);
     Py_INCREF(ntype);
     Py_XSETREF_COMPAT(u->ntype, ntype);
-    PyObject *fn = PyObject_GetAttr(ntype, S.s_unflatten);
+    PyObject *fn = PyObject_GetAttr(ntype, tk_state.s_unflatten);
     if (fn != NULL && PyFunction_Check(fn)) {
         PyObject *attrs = PyObject_GenericGetDict(fn, NULL);
-        PyObject *func = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, S.s_func); /* borrowed */
+        PyObject *func = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, tk_state.s_func); /* borrowed */
         if (func != NULL && func != Py_None) {
             Py_INCREF(func);
             u->func = func;
@@ -214,31 +225,9 @@ static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
     return u->func;
 }
 
-/* The user's exception (set), raised by the unflatten function of entry `ntype` building a
- * node of n children with node data `data`: noted as treekit._treedef._unflatten notes it,
- * without calling that function again. Returns NULL, an exception set. */
-static PyObject *unflatten_failed(PyObject *ntype, PyObject *data, Py_ssize_t n) {
-    PyObject *type, *exc, *tb;
-    PyErr_Fetch(&type, &exc, &tb);
-    PyErr_NormalizeException(&type, &exc, &tb);
-    if (tb != NULL && exc != NULL) PyException_SetTraceback(exc, tb);
-    PyObject *cls = exc == NULL ? NULL : PyObject_GetAttrString(ntype, "type");
-    PyObject *noted = cls == NULL ? NULL : PyObject_CallMethod(S.errors, "unflatten_noted", "OOnO", cls, data, n, exc);
-    Py_XDECREF(cls);
-    if (noted != NULL) { /* the user's exception goes on, its note added */
-        Py_DECREF(noted);
-        PyErr_Restore(type, exc, tb); /* (steals the references fetched) */
-        return NULL;
-    } /* (else the noting's own error, set) */
-    Py_XDECREF(type);
-    Py_XDECREF(exc);
-    Py_XDECREF(tb);
-    return NULL;
-}
-
-/* A custom node from its n children (borrowed): the user's function called directly (its
- * exception noted as the pure core notes it), or treekit._treedef._unflatten, which calls
- * the entry's unflatten function and words its errors. New reference, NULL with an exception. */
+/* A custom node from its n children: the user's function called directly (its exception
+ * noted as the pure core notes it), or treekit._treedef._unflatten, which calls the entry's
+ * unflatten function and words its errors. Return value: New reference; NULL with an exception. */
 static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, PyObject **kids, Py_ssize_t n) {
     PyObject *func = user_unflatten(u, ntype), *made = NULL;
     if (func != NULL) {
@@ -254,7 +243,7 @@ static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, 
         made = PyObject_Vectorcall(func, args, 2, NULL);
         Py_DECREF(func);
         Py_DECREF(children);
-        if (made == NULL && PyErr_ExceptionMatches(PyExc_Exception)) unflatten_failed(ntype, data, n);
+        if (made == NULL && PyErr_ExceptionMatches(PyExc_Exception)) tk_unflatten_failed(ntype, data, n);
         Py_DECREF(data);
         return made; /* (KeyboardInterrupt, ...: as it is) */
     }
@@ -264,104 +253,120 @@ static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, 
         Py_INCREF(kids[i]);
         PyList_SET_ITEM(children, i, kids[i]);
     }
-    made = PyObject_CallFunctionObjArgs(S.unflatten, ntype, data, children, NULL);
+    made = PyObject_CallFunctionObjArgs(tk_state.unflatten, ntype, data, children, NULL);
     Py_DECREF(children);
     return made;
 }
 
-PyObject *tk_build(PyObject *nodes, PyObject *leaves, int *defer) {
-    *defer = 0;
-    /* nodes: a tuple (the caller holds it; its records may be borrowed across user code);
-     * leaves: a list, read by its size at each step (an unflatten function may change it) */
-    if (!PyTuple_CheckExact(nodes) || !PyList_CheckExact(leaves)) {
-        *defer = 1;
-        return NULL;
-    }
-    Py_ssize_t count = PyTuple_GET_SIZE(nodes), top = 0, next_leaf = 0;
-    /* the number of leaves first, as TreeDef.unflatten checks it: no user code runs before */
-    PyObject *root = count ? PyTuple_GET_ITEM(nodes, count - 1) : NULL;
-    if (root == NULL || !PyTuple_CheckExact(root) || PyTuple_GET_SIZE(root) != 5 ||
-        PyLong_AsSsize_t(PyTuple_GET_ITEM(root, 3)) != PyList_GET_SIZE(leaves)) {
-        PyErr_Clear();
-        *defer = 1;
-        return NULL;
-    }
-    PyObject **stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)(count ? count : 1));
-    if (stack == NULL) return PyErr_NoMemory();
-    PyObject *result = NULL;
-    UserUnflatten user = {NULL, NULL};
+/* One build: the records, the leaves, the stack of subtrees made (owned references). */
+typedef struct {
+    PyObject *nodes, *leaves; /* borrowed */
+    PyObject **stack;
+    Py_ssize_t top, next_leaf;
+    int changed; /* the leaves list ran out: an unflatten function changed it */
+    UserUnflatten user;
     LastKeys last[KEY_ORDERS];
-    memset(last, 0, sizeof(last));
+} Build;
+
+/* The node of record (ntype, data, arity) from the top `arity` subtrees, which it takes:
+ * TK_OK (*made: a new reference), TK_DEFER (node data the C builder does not read),
+ * TK_ERROR (the stack as it was). */
+static tk_status make_node(Build *b, PyObject *ntype, PyObject *data, Py_ssize_t arity, PyObject **made) {
+    PyObject **kids = b->stack + b->top - arity;
+    if (ntype == tk_state.LIST) {
+        if ((*made = PyList_New(arity)) == NULL) return TK_ERROR;
+        for (Py_ssize_t i = 0; i < arity; i++) PyList_SET_ITEM(*made, i, kids[i]);
+        return TK_OK;
+    }
+    if (ntype == tk_state.TUPLE) {
+        if ((*made = PyTuple_New(arity)) == NULL) return TK_ERROR;
+        for (Py_ssize_t i = 0; i < arity; i++) PyTuple_SET_ITEM(*made, i, kids[i]);
+        tk_untrack_tuple(*made);
+        return TK_OK;
+    }
+    if (ntype == tk_state.NONE && arity == 0) {
+        Py_INCREF(Py_None);
+        *made = Py_None;
+        return TK_OK;
+    }
+    if (ntype == tk_state.DICT) {
+        tk_status how = make_dict(data, kids, arity, b->last, made);
+        if (how != TK_OK) return how;
+    } else if (ntype == tk_state.NAMEDTUPLE && PyType_Check(data)) {
+        *made = PyObject_Vectorcall(data, kids, (size_t)arity, NULL);
+    } else {
+        *made = make_custom(&b->user, ntype, data, kids, arity);
+    }
+    if (*made == NULL) return TK_ERROR;
+    for (Py_ssize_t i = 0; i < arity; i++) Py_DECREF(kids[i]); /* (the node holds its own) */
+    return TK_OK;
+}
+
+/* Every record, in order: TK_OK (the tree on the stack), TK_DEFER, TK_ERROR. */
+static tk_status build_all(Build *b, Py_ssize_t count) {
     for (Py_ssize_t j = 0; j < count; j++) {
-        PyObject *record = PyTuple_GET_ITEM(nodes, j);
-        if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 5) goto defer;
-        PyObject *ntype = PyTuple_GET_ITEM(record, 0), *data = PyTuple_GET_ITEM(record, 1);
+        PyObject *record = PyTuple_GET_ITEM(b->nodes, j);
+        if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 5) return TK_DEFER;
+        PyObject *ntype = PyTuple_GET_ITEM(record, 0), *data = PyTuple_GET_ITEM(record, 1), *made;
         if (ntype == Py_None) {
-            if (next_leaf >= PyList_GET_SIZE(leaves)) goto changed;
-            PyObject *leaf = PyList_GET_ITEM(leaves, next_leaf++);
+            if (b->next_leaf >= PyList_GET_SIZE(b->leaves)) {
+                b->changed = 1;
+                return TK_ERROR;
+            }
+            PyObject *leaf = PyList_GET_ITEM(b->leaves, b->next_leaf++);
             Py_INCREF(leaf);
-            stack[top++] = leaf;
+            b->stack[b->top++] = leaf;
             continue;
         }
         Py_ssize_t arity = PyLong_AsSsize_t(PyTuple_GET_ITEM(record, 2));
-        if (arity < 0 || arity > top) {
+        if (arity < 0 || arity > b->top) {
             PyErr_Clear();
-            goto defer;
+            return TK_DEFER;
         }
-        PyObject **kids = stack + top - arity, *made;
-        if (ntype == S.LIST) {
-            made = PyList_New(arity);
-            if (made == NULL) goto fail;
-            for (Py_ssize_t i = 0; i < arity; i++) PyList_SET_ITEM(made, i, kids[i]);
-        } else if (ntype == S.TUPLE) {
-            made = PyTuple_New(arity);
-            if (made == NULL) goto fail;
-            for (Py_ssize_t i = 0; i < arity; i++) PyTuple_SET_ITEM(made, i, kids[i]);
-            tk_untrack_tuple(made);
-        } else if (ntype == S.NONE && arity == 0) {
-            Py_INCREF(Py_None);
-            made = Py_None;
-        } else {
-            if (ntype == S.DICT) {
-                made = make_dict(data, kids, arity, last, defer);
-            } else if (ntype == S.NAMEDTUPLE && PyType_Check(data)) {
-                made = PyObject_Vectorcall(data, kids, (size_t)arity, NULL);
-            } else {
-                made = make_custom(&user, ntype, data, kids, arity);
-            }
-            if (made == NULL) {
-                if (*defer) goto defer;
-                goto fail;
-            }
-            for (Py_ssize_t i = 0; i < arity; i++) Py_DECREF(kids[i]);
-        }
-        top -= arity;
-        stack[top++] = made;
+        tk_status how = make_node(b, ntype, data, arity, &made);
+        if (how != TK_OK) return how;
+        b->top -= arity;
+        b->stack[b->top++] = made;
     }
-    if (top != 1) goto defer;
-    if (next_leaf != PyList_GET_SIZE(leaves)) goto changed;
-    result = stack[0];
-    top = 0;
-    goto done;
-changed: /* the count was checked before any user code ran: an unflatten function changed the list */
-    {
-        PyObject *exc = PyObject_CallMethod(S.treedef_mod, "leaves_changed", "nn",
-                                            PyLong_AsSsize_t(PyTuple_GET_ITEM(root, 3)), PyList_GET_SIZE(leaves));
-        if (exc != NULL) {
-            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-            Py_DECREF(exc);
-        }
+    return b->top == 1 ? TK_OK : TK_DEFER;
+}
+
+tk_status tk_build(PyObject *nodes, PyObject *leaves, PyObject **out) {
+    *out = NULL;
+    /* nodes: a tuple (the caller holds it; its records may be borrowed across user code);
+     * leaves: a list, read by its size at each step (an unflatten function may change it) */
+    if (!PyTuple_CheckExact(nodes) || !PyList_CheckExact(leaves)) return TK_DEFER;
+    Py_ssize_t count = PyTuple_GET_SIZE(nodes);
+    /* the number of leaves first, as TreeDef.unflatten checks it: no user code runs before */
+    PyObject *root = count ? PyTuple_GET_ITEM(nodes, count - 1) : NULL;
+    Py_ssize_t expected = root != NULL && PyTuple_CheckExact(root) && PyTuple_GET_SIZE(root) == 5
+                              ? PyLong_AsSsize_t(PyTuple_GET_ITEM(root, 3))
+                              : -1;
+    if (expected != PyList_GET_SIZE(leaves)) {
+        PyErr_Clear();
+        return TK_DEFER;
     }
-    goto fail;
-defer:
-    *defer = 1;
-fail:
-    result = NULL;
-done:
-    for (Py_ssize_t i = 0; i < top; i++) Py_DECREF(stack[i]);
-    PyMem_Free(stack);
-    for (int k = 0; k < KEY_ORDERS; k++) last_keys_clear(&last[k]);
-    Py_XDECREF(user.ntype);
-    Py_XDECREF(user.func);
-    return result;
+    Build b = {nodes, leaves, NULL, 0, 0, 0, {NULL, NULL}};
+    memset(b.last, 0, sizeof(b.last));
+    b.stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)(count ? count : 1));
+    if (b.stack == NULL) {
+        PyErr_NoMemory();
+        return TK_ERROR;
+    }
+    tk_status how = build_all(&b, count);
+    /* the count was checked before any user code ran: an unflatten function changed the list */
+    if (b.changed || (how == TK_OK && b.next_leaf != PyList_GET_SIZE(leaves))) {
+        tk_leaves_changed(expected, PyList_GET_SIZE(leaves));
+        how = TK_ERROR;
+    }
+    if (how == TK_OK) {
+        *out = b.stack[0];
+        b.top = 0;
+    }
+    for (Py_ssize_t i = 0; i < b.top; i++) Py_DECREF(b.stack[i]);
+    PyMem_Free(b.stack);
+    for (int k = 0; k < KEY_ORDERS; k++) last_keys_clear(&b.last[k]);
+    Py_XDECREF(b.user.ntype);
+    Py_XDECREF(b.user.func);
+    return how;
 }

@@ -4,127 +4,100 @@
  * without a TreeDef in between. Everything that can hand the call back to Python happens
  * before f is first called; if f raises, `failed` (treekit._ops._map_failed) is called with
  * the exception and the row, and raises what the pure core raises. */
-#include "native.h"
+#include "map.h"
 
-/* The call's arguments, as tree_map passes them. */
+/* The call's arguments, as tree_map passes them (borrowed), and what it made (owned). */
 typedef struct {
     PyObject *f, *tree, *rest, *is_leaf, *failed;
     int with_path, takes_path;
-} MapArgs;
+    Py_ssize_t nrest;
+    PyObject *leaves, *nodes, *paths, **columns, *results;
+} Map;
 
-static PyObject *call_failed(MapArgs *a, Py_ssize_t row, PyObject *paths) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (tb != NULL && value != NULL) PyException_SetTraceback(value, tb);
-    PyObject *index = PyLong_FromSsize_t(row);
-    PyObject *r = NULL;
-    if (index != NULL && value != NULL) {
-        PyObject *is_leaf = a->is_leaf == NULL ? Py_None : a->is_leaf;
-        r = PyObject_CallFunctionObjArgs(a->failed, value, index, paths ? paths : Py_None, a->tree, is_leaf, a->rest,
-                                         NULL);
+/* The first tree walked and the others matched against its records, into the call's own
+ * lists, kept from the collector: gc.get_objects() in code run meanwhile (f, a flatten
+ * function, a finalizer) cannot reach them, so nothing else changes them and their items
+ * may be borrowed. (What they hold is held by the trees too.) TK_OK, TK_DEFER, TK_ERROR. */
+static tk_status map_inputs(Map *m) {
+    PyObject_GC_UnTrack(m->leaves);
+    if (m->paths != NULL) PyObject_GC_UnTrack(m->paths);
+    tk_status how = tk_walk(m->tree, m->is_leaf, m->with_path, m->takes_path, m->leaves, &m->nodes, m->paths, NULL);
+    Py_ssize_t k = 0;
+    for (; how == TK_OK && k < m->nrest; k++) {
+        how = tk_up_to(m->nodes, PyTuple_GET_ITEM(m->rest, k), 0, NULL, &m->columns[k]);
+        if (how == TK_OK) PyObject_GC_UnTrack(m->columns[k]);
     }
-    Py_XDECREF(index);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(tb);
-    if (r != NULL) { /* it should have raised */
-        Py_DECREF(r);
-        PyErr_SetString(PyExc_SystemError, "treekit._ops._map_failed returned");
+    if (how == TK_RAISED) { /* rest[k - 1]'s flatten function raised: TreeDef._walk words it, not calling it again */
+        PyObject *raised = m->columns[k - 1];
+        m->columns[k - 1] = NULL;
+        how = tk_walk_raised(m->nodes, PyTuple_GET_ITEM(m->rest, k - 1), k - 1, raised);
+        Py_DECREF(raised);
     }
-    return NULL;
+    return how;
 }
 
-/* The mapped tree (new reference), S.deferred (new reference) to hand the call back, or
- * NULL with an exception. */
-PyObject *tk_map(PyObject *f, PyObject *tree, PyObject *rest, PyObject *is_leaf, int with_path, int takes_path,
-                 PyObject *failed) {
-    MapArgs a = {f, tree, rest, is_leaf, failed, with_path, takes_path};
-    Py_ssize_t nrest = PyTuple_GET_SIZE(rest);
-    PyObject *leaves = PyList_New(0), *nodes = NULL, *paths = with_path ? PyList_New(0) : NULL;
-    PyObject **columns = PyMem_Calloc((size_t)nrest + 1, sizeof(PyObject *));
-    PyObject *results = NULL, *out = NULL;
-    if (leaves == NULL || (with_path && paths == NULL) || columns == NULL) goto done;
-    /* This call's own lists are kept from the collector: gc.get_objects() in code run meanwhile
-     * (f, a flatten function, a finalizer) cannot reach them, so nothing else changes them and
-     * their items may be borrowed. (What they hold is held by the trees too.) */
-    PyObject_GC_UnTrack(leaves);
-    if (paths != NULL) PyObject_GC_UnTrack(paths);
-    int rc = tk_walk(tree, is_leaf, with_path, takes_path, leaves, &nodes, paths, NULL);
-    Py_ssize_t k = 0;
-    for (; rc == 0 && k < nrest; k++) {
-        rc = tk_up_to(nodes, PyTuple_GET_ITEM(rest, k), 0, NULL, &columns[k]);
-        if (rc == 0) PyObject_GC_UnTrack(columns[k]);
-    }
-    if (rc == RAISED) { /* rest[k - 1]'s flatten function raised: TreeDef._walk words it, not calling it again */
-        PyObject *raised = columns[k - 1], *treedef = tk_treedef(nodes);
-        columns[k - 1] = NULL;
-        PyObject *label = treedef == NULL ? NULL : PyUnicode_FromFormat("rest[%zd]", k - 1);
-        PyObject *kwnames = label == NULL ? NULL : Py_BuildValue("(ss)", "_again", "_raised");
-        if (kwnames != NULL) {
-            PyObject *args[5] = {treedef, PyTuple_GET_ITEM(rest, k - 1), label, Py_True, raised};
-            PyObject *r = PyObject_VectorcallMethod(S.s_walk, args, 3, kwnames);
-            if (r != NULL) { /* it should have raised */
-                Py_DECREF(r);
-                PyErr_SetString(PyExc_SystemError, "treekit._treedef.TreeDef._walk returned for a flatten function that raised");
-            }
-        }
-        Py_XDECREF(kwnames);
-        Py_XDECREF(label);
-        Py_XDECREF(treedef);
-        Py_DECREF(raised);
-        goto done;
-    }
-    if (rc == DEFER) {
-        Py_INCREF(S.deferred);
-        out = S.deferred;
-        goto done;
-    }
-    if (rc < 0) goto done;
-    Py_ssize_t count = PyList_GET_SIZE(leaves);
-    results = PyList_New(count);
-    if (results == NULL) goto done;
-    PyObject_GC_UnTrack(results); /* while it holds NULLs */
+/* f called on each row, into m->results: 0, or -1 with an exception (f's as `failed` raises it). */
+static int map_rows(Map *m) {
+    Py_ssize_t count = PyList_GET_SIZE(m->leaves);
+    m->results = PyList_New(count);
+    if (m->results == NULL) return -1;
+    PyObject_GC_UnTrack(m->results); /* while it holds NULLs */
     PyObject *small[8], **args = small;
-    Py_ssize_t nargs = nrest + 1 + with_path;
+    Py_ssize_t nargs = m->nrest + 1 + m->with_path;
     if (nargs > 8 && (args = PyMem_Malloc(sizeof(PyObject *) * (size_t)nargs)) == NULL) {
         PyErr_NoMemory();
-        goto done;
+        return -1;
     }
+    int rc = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t m = 0;
-        if (with_path) args[m++] = PyList_GET_ITEM(paths, i);
-        args[m++] = PyList_GET_ITEM(leaves, i);
-        for (Py_ssize_t k = 0; k < nrest; k++) args[m++] = PyList_GET_ITEM(columns[k], i);
+        Py_ssize_t a = 0;
+        if (m->with_path) args[a++] = PyList_GET_ITEM(m->paths, i);
+        args[a++] = PyList_GET_ITEM(m->leaves, i);
+        for (Py_ssize_t k = 0; k < m->nrest; k++) args[a++] = PyList_GET_ITEM(m->columns[k], i);
         /* the lists are this call's own: nothing f does changes them */
-        PyObject *r = PyObject_Vectorcall(f, args, (size_t)m, NULL);
+        PyObject *r = PyObject_Vectorcall(m->f, args, (size_t)a, NULL);
         if (r == NULL) {
-            if (PyErr_ExceptionMatches(PyExc_Exception)) call_failed(&a, i, paths); /* else it goes on as it is */
-            goto fail;
+            if (PyErr_ExceptionMatches(PyExc_Exception)) /* else it goes on as it is */
+                tk_map_failed(m->failed, i, m->paths, m->tree, m->is_leaf, m->rest);
+            rc = -1;
+            break;
         }
-        PyList_SET_ITEM(results, i, r);
+        PyList_SET_ITEM(m->results, i, r);
     }
     if (args != small) PyMem_Free(args);
-    int defer = 0;
-    out = tk_build(nodes, results, &defer); /* (results stays this call's own) */
-    if (out == NULL && defer) { /* node data the C builder does not read: TreeDef._build */
-        PyErr_Clear();
-        PyObject *treedef = tk_treedef(nodes);
-        PyObject_GC_Track(results); /* (whole: it goes to Python code) */
-        out = treedef == NULL ? NULL : PyObject_CallMethodOneArg(treedef, S.s_build, results);
+    return rc;
+}
+
+tk_status tk_map(PyObject *f, PyObject *tree, PyObject *rest, PyObject *is_leaf, int with_path, int takes_path,
+                 PyObject *failed, PyObject **out) {
+    Map m = {f, tree, rest, is_leaf, failed, with_path, takes_path, PyTuple_GET_SIZE(rest), NULL, NULL, NULL, NULL, NULL};
+    *out = NULL;
+    m.leaves = PyList_New(0);
+    m.paths = with_path ? PyList_New(0) : NULL;
+    m.columns = PyMem_Calloc((size_t)m.nrest + 1, sizeof(PyObject *));
+    tk_status how = TK_ERROR;
+    if (m.columns == NULL) PyErr_NoMemory();
+    if (m.leaves == NULL || (with_path && m.paths == NULL) || m.columns == NULL) goto done;
+    how = map_inputs(&m);
+    if (how != TK_OK) goto done;
+    how = TK_ERROR;
+    if (map_rows(&m) < 0) goto done;
+    how = tk_build(m.nodes, m.results, out); /* (results stays this call's own) */
+    if (how == TK_DEFER) { /* node data the C builder does not read: TreeDef._build */
+        PyObject *treedef = tk_treedef(m.nodes);
+        PyObject_GC_Track(m.results); /* (whole: it goes to Python code) */
+        *out = treedef == NULL ? NULL : PyObject_CallMethodOneArg(treedef, tk_state.s_build, m.results);
         Py_XDECREF(treedef);
+        how = *out == NULL ? TK_ERROR : TK_OK;
     }
-    goto done;
-fail:
-    if (args != small) PyMem_Free(args);
 done:
-    Py_XDECREF(leaves);
-    Py_XDECREF(nodes);
-    Py_XDECREF(paths);
-    Py_XDECREF(results);
-    if (columns != NULL) {
-        for (Py_ssize_t k = 0; k < nrest; k++) Py_XDECREF(columns[k]);
-        PyMem_Free(columns);
+    Py_XDECREF(m.leaves);
+    Py_XDECREF(m.nodes);
+    Py_XDECREF(m.paths);
+    Py_XDECREF(m.results);
+    if (m.columns != NULL) {
+        for (Py_ssize_t k = 0; k < m.nrest; k++) Py_XDECREF(m.columns[k]);
+        PyMem_Free(m.columns);
     }
-    return out;
+    return how;
 }

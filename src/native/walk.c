@@ -1,10 +1,10 @@
 /* walk.c mirrors treekit._traverse.flatten (the one building walker): a tree to its leaves,
  * its post-order node records and, with paths, each leaf's key path. Iterative: the
  * ancestors of the current node live in a growable array of frames, never on the C stack.
- * Lists, tuples, dicts, namedtuples and None are read here (node.c); every other node type
+ * Lists, tuples, dicts, namedtuples and None are read by node.c; every other node type
  * through its NodeType's flatten function, as the pure core does. Anything unusual returns
- * DEFER (see native.h). */
-#include "native.h"
+ * TK_DEFER (see state.h). */
+#include "walk.h"
 
 typedef struct {
     PyObject *node;     /* owned */
@@ -24,6 +24,47 @@ static void frame_clear(Frame *f) {
     Py_CLEAR(f->keys);
 }
 
+/* The walk: its call, its context, its stack. The stack holds the frames of the current
+ * node's ancestors and, with paths, the key path leading to each (path[k]: the key entry
+ * from frames[k - 1] to frames[k], owned, for k >= 2; frames[1] is the root, frames[0] a
+ * virtual node whose one child is the root). The first FIRST_FRAMES live in the struct (on
+ * the C stack); deeper walks move to the heap, and the arrays are kept for the next walk
+ * (cache.h). */
+#define FIRST_FRAMES 32
+typedef struct {
+    PyObject *is_leaf, *leaves, *paths, *label; /* borrowed: the call's */
+    int with_path, takes_path;
+    Ctx ctx;
+    Buf buf, *nodes;      /* nodes: &buf, or NULL where no records are made */
+    Records made_records; /* records shared within this walk */
+    Frame *frames;
+    PyObject **path;
+    Py_ssize_t cap, depth;
+    /* As the pure walker: look for a cycle when the work (children of stacked nodes plus
+     * nodes done) has doubled since the last scan, and hand a tree deeper than
+     * treekit._traverse.MAX_DEPTH to Python, which raises (see _traverse._look). */
+    Py_ssize_t made; /* records made (counted only, without `nodes`) */
+    Py_ssize_t work, scan_at, look_at, max_depth;
+    Frame first[FIRST_FRAMES]; /* (fields set as frames are pushed) */
+    PyObject *first_path[FIRST_FRAMES];
+} Walk;
+
+/* The child being looked at (the walk's locals): references owned, NULL where not set. */
+typedef struct {
+    PyObject *child, *key, *owned, *kids, *data, *keys;
+    PyObject *ntype; /* borrowed (owned holds it, or the module) */
+} Child;
+
+static void child_drop(Child *ch) {
+    Py_XDECREF(ch->kids);
+    Py_XDECREF(ch->data);
+    Py_XDECREF(ch->keys);
+    Py_XDECREF(ch->owned);
+    Py_XDECREF(ch->key);
+    Py_XDECREF(ch->child);
+}
+
+/* -- the stack ----------------------------------------------------------------------------------- */
 static int cmp_ptr(const void *a, const void *b) {
     uintptr_t x = (uintptr_t)*(PyObject *const *)a, y = (uintptr_t)*(PyObject *const *)b;
     return x < y ? -1 : x > y;
@@ -52,57 +93,39 @@ static int has_cycle(Frame *frames, Py_ssize_t depth, PyObject *child) {
     return found;
 }
 
-/* The walk's stack: the frames of the current node's ancestors and, with paths, the key
- * path leading to each (path[k]: the key entry from frames[k - 1] to frames[k], owned, for
- * k >= 2; frames[1] is the root). The first FIRST_FRAMES live on the C stack; deeper walks
- * move to the heap, and the last heap arrays freed are kept for the next walk (taken, so a
- * walk started by user code inside a walk gets its own). */
-#define FIRST_FRAMES 32
-#define SPARE_LIMIT 4096 /* frames: a deeper walk's arrays are freed, not kept */
-typedef struct {
-    Frame *frames;
-    PyObject **path;
-    Py_ssize_t cap;
-} Stack;
-static Stack spare;
-
-static int stack_grow(Stack *st, Frame *first_frames, PyObject **first_path) {
-    Py_ssize_t cap = st->cap * 2;
-    int on_c_stack = st->frames == first_frames;
-    Frame *frames = on_c_stack ? PyMem_Malloc(sizeof(Frame) * (size_t)cap)
-                               : PyMem_Realloc(st->frames, sizeof(Frame) * (size_t)cap);
+static int stack_grow(Walk *w) {
+    Py_ssize_t cap = w->cap * 2;
+    int first = w->frames == w->first;
+    Frame *frames = first ? PyMem_Malloc(sizeof(Frame) * (size_t)cap) : PyMem_Realloc(w->frames, sizeof(Frame) * (size_t)cap);
     if (frames == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    if (on_c_stack) memcpy(frames, first_frames, sizeof(Frame) * (size_t)st->cap);
-    st->frames = frames; /* the old arrays are the new ones' start from here on */
-    PyObject **path = on_c_stack ? PyMem_Malloc(sizeof(PyObject *) * (size_t)cap)
-                                 : PyMem_Realloc(st->path, sizeof(PyObject *) * (size_t)cap);
+    if (first) memcpy(frames, w->first, sizeof(Frame) * (size_t)w->cap);
+    w->frames = frames; /* the old arrays are the new ones' start from here on */
+    PyObject **path = first ? PyMem_Malloc(sizeof(PyObject *) * (size_t)cap)
+                            : PyMem_Realloc(w->path, sizeof(PyObject *) * (size_t)cap);
     if (path == NULL) {
-        if (on_c_stack) { /* the C stack's arrays stay the walk's: its frames are still there */
+        if (first) { /* the first arrays stay the walk's: its frames are still there */
             PyMem_Free(frames);
-            st->frames = first_frames;
+            w->frames = w->first;
         }
         PyErr_NoMemory();
         return -1;
     }
-    if (on_c_stack) memcpy(path, first_path, sizeof(PyObject *) * (size_t)st->cap);
-    st->path = path;
-    st->cap = cap;
+    if (first) memcpy(path, w->first_path, sizeof(PyObject *) * (size_t)w->cap);
+    w->path = path;
+    w->cap = cap;
     return 0;
 }
 
-static void stack_release(Stack *st, Frame *first_frames) {
-    if (st->frames == first_frames) return;
-    if (spare.frames == NULL && st->cap <= SPARE_LIMIT) {
-        spare = *st;
-        return;
-    }
-    PyMem_Free(st->frames);
-    PyMem_Free(st->path);
+static void stack_release(Walk *w) {
+    if (w->frames == w->first || tk_spare_stack_give(w->frames, w->path, w->cap)) return;
+    PyMem_Free(w->frames);
+    PyMem_Free(w->path);
 }
 
+/* -- key paths ----------------------------------------------------------------------------------- */
 /* out[0..] = path[2..depth - 1], each a new reference. */
 static inline void copy_path(PyObject *out, PyObject **path, Py_ssize_t depth) {
     for (Py_ssize_t k = 2; k < depth; k++) {
@@ -111,54 +134,13 @@ static inline void copy_path(PyObject *out, PyObject **path, Py_ssize_t depth) {
     }
 }
 
-/* Equal copies of the shared SequenceKey(i) (treekit._registry._SEQ_KEYS), i < SPREAD_INDEXES:
- * set r (1 <= r < SPREAD) serves key paths at positions r, r + SPREAD, ...; positions 0,
- * SPREAD, ... keep the shared entry. A deep path of lists repeats one entry ([1][1][1]...):
- * with one object, each reference a path's tuple takes (and drops, when it is freed) waits
- * for the one before it on the same count; with SPREAD objects they go side by side. Made at
- * first use and kept. */
-#define SPREAD 8
-#define SPREAD_INDEXES 64
-static PyObject *spread[SPREAD - 1][SPREAD_INDEXES];
-
-/* The entry to keep at `position` of a key path for `key`, the shared SequenceKey(index):
- * new reference (`key` itself where no copy serves, or none can be made). */
-static PyObject *spread_key(PyObject *key, Py_ssize_t position, Py_ssize_t index) {
-    Py_ssize_t r = position % SPREAD;
-    if (r == 0 || index >= SPREAD_INDEXES || Py_TYPE(key) != (PyTypeObject *)S.SequenceKey) {
-        Py_INCREF(key);
-        return key;
-    }
-    PyObject **slot = &spread[r - 1][index];
-    if (*slot == NULL) { /* SequenceKey(idx) without the dataclass's __init__, as node.c's DictKeys */
-        PyTypeObject *tp = (PyTypeObject *)S.SequenceKey;
-        PyObject *idx = PyObject_GetAttr(key, S.s_idx);
-        PyObject *copy = idx == NULL ? NULL : tp->tp_alloc(tp, 0);
-        if (copy != NULL && PyObject_GenericSetAttr(copy, S.s_idx, idx) < 0) Py_CLEAR(copy);
-        if (copy != NULL) tk_track_entry(copy, idx);
-        Py_XDECREF(idx);
-        if (copy == NULL) {
-            PyErr_Clear();
-            Py_INCREF(key);
-            return key;
-        }
-        if (*slot == NULL) {
-            *slot = copy; /* kept */
-        } else {
-            Py_DECREF(copy); /* made meanwhile, by a walk in code run above */
-        }
-    }
-    Py_INCREF(*slot);
-    return *slot;
-}
-
 /* (path[2], ..., path[depth - 1], key): the key path of the top frame's child `key` leads
  * to (depth 1: the root's, ()), untracked if `tracked` (the top frame's) is 0 and `key` is
- * not tracked. New reference. */
+ * not tracked. Return value: New reference. */
 static PyObject *path_to(PyObject **path, Py_ssize_t depth, PyObject *key, Py_ssize_t tracked) {
     if (depth == 1) {
-        Py_INCREF(S.empty_tuple);
-        return S.empty_tuple;
+        Py_INCREF(tk_state.empty_tuple);
+        return tk_state.empty_tuple;
     }
     PyObject *out = PyTuple_New(depth - 1);
     if (out == NULL) return NULL;
@@ -169,158 +151,8 @@ static PyObject *path_to(PyObject **path, Py_ssize_t depth, PyObject *key, Py_ss
     return out;
 }
 
-/* The records made in this walk, by (node type, node data, arity, num_leaves, num_nodes):
- * an equal record is shared (records are immutable tuples; the layers of a parameter tree,
- * the items of a dataset give equal ones, node data included). Direct-mapped, so a miss
- * costs one comparison. */
-#define RECORDS 64
-typedef struct {
-    PyObject *record; /* owned */
-    Py_ssize_t arity, num_leaves, num_nodes;
-} Made;
-typedef struct {
-    uint64_t used; /* bit k: slot k holds a record (the slots are not cleared beforehand) */
-    Made slot[RECORDS];
-} Records;
-
-/* The walk's records, in post-order (owned references), made into the TreeDef's tuple at
- * the end without a list in between. The last array freed is kept for the next walk (as the
- * stack's arrays). */
-typedef struct {
-    PyObject **items;
-    Py_ssize_t n, cap;
-} Buf;
-static Buf spare_buf;
-#define SPARE_BUF_LIMIT (1 << 16)
-
-static int buf_push(Buf *b, PyObject *x) { /* takes a new reference to x */
-    if (b->n == b->cap) {
-        if (b->items == NULL && spare_buf.items != NULL) {
-            *b = spare_buf;
-            spare_buf.items = NULL;
-            spare_buf.cap = 0;
-            goto push;
-        }
-        Py_ssize_t cap = b->cap ? 2 * b->cap : 256;
-        PyObject **more = PyMem_Realloc(b->items, sizeof(PyObject *) * (size_t)cap);
-        if (more == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->items = more;
-        b->cap = cap;
-    }
-push:
-    Py_INCREF(x);
-    b->items[b->n++] = x;
-    return 0;
-}
-
-static void buf_clear(Buf *b) {
-    for (Py_ssize_t k = 0; k < b->n; k++) Py_DECREF(b->items[k]);
-    if (b->items != NULL && spare_buf.items == NULL && b->cap <= SPARE_BUF_LIMIT) {
-        spare_buf.items = b->items;
-        spare_buf.cap = b->cap;
-        spare_buf.n = 0;
-    } else {
-        PyMem_Free(b->items);
-    }
-    b->items = NULL;
-    b->n = b->cap = 0;
-}
-
-/* The records as a tuple (new reference); the buffer is emptied. */
-static PyObject *buf_tuple(Buf *b) {
-    PyObject *out = PyTuple_New(b->n);
-    if (out == NULL) return NULL;
-    for (Py_ssize_t k = 0; k < b->n; k++) PyTuple_SET_ITEM(out, k, b->items[k]); /* the buffer's references */
-    b->n = 0;
-    buf_clear(b);
-    return out;
-}
-
-static void records_clear(Records *r) {
-    for (int k = 0; k < RECORDS; k++)
-        if (r->used >> k & 1) Py_DECREF(r->slot[k].record);
-    r->used = 0;
-}
-
-/* v as an int, for the records' counts: new reference. The counts below COUNTS are made
- * once and kept (a tree's records repeat them). */
-#define COUNTS 1024
-static PyObject *counts[COUNTS];
-static PyObject *count_of(Py_ssize_t v) {
-    if (v < 0 || v >= COUNTS) return PyLong_FromSsize_t(v);
-    if (counts[v] == NULL && (counts[v] = PyLong_FromSsize_t(v)) == NULL) return NULL;
-    Py_INCREF(counts[v]);
-    return counts[v];
-}
-
-/* The records of lists, tuples and Nones (node data None), kept from walk to walk: they
- * hold nothing of the user's, and a tree's shape repeats from call to call (a deep list
- * has as many distinct records as levels). Direct-mapped, as `Records`. */
-#define KEPT 512
-static Made kept[KEPT];
-
-static int add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py_ssize_t arity,
-                      Py_ssize_t num_leaves, Py_ssize_t num_nodes) {
-    uintptr_t h = ((uintptr_t)ntype >> 4) * 31u + ((uintptr_t)data >> 4) * 17u + (uintptr_t)arity * 7u +
-                  (uintptr_t)num_leaves * 3u + (uintptr_t)num_nodes;
-    unsigned at = 0;
-    Made *m;
-    int held, keep = data == Py_None && (ntype == S.LIST || ntype == S.TUPLE || ntype == S.NONE);
-    if (keep) {
-        m = &kept[(h ^ (h >> 9)) % KEPT];
-        held = m->record != NULL;
-    } else {
-        at = (unsigned)((h ^ (h >> 7)) % RECORDS);
-        m = &made->slot[at];
-        held = (int)(made->used >> at & 1);
-    }
-    if (held && PyTuple_GET_ITEM(m->record, 0) == ntype && PyTuple_GET_ITEM(m->record, 1) == data &&
-        m->arity == arity && m->num_leaves == num_leaves && m->num_nodes == num_nodes)
-        return buf_push(nodes, m->record);
-    PyObject *record = PyTuple_New(5);
-    if (record == NULL) return -1;
-    Py_INCREF(ntype);
-    PyTuple_SET_ITEM(record, 0, ntype);
-    Py_INCREF(data);
-    PyTuple_SET_ITEM(record, 1, data);
-    PyObject *a = count_of(arity), *l = a ? count_of(num_leaves) : NULL, *n = l ? count_of(num_nodes) : NULL;
-    if (n == NULL) {
-        Py_XDECREF(a);
-        Py_XDECREF(l);
-        Py_DECREF(record);
-        return -1;
-    }
-    PyTuple_SET_ITEM(record, 2, a);
-    PyTuple_SET_ITEM(record, 3, l);
-    PyTuple_SET_ITEM(record, 4, n);
-    int rc = buf_push(nodes, record);
-    /* the slot as it is now: a walk in code run while the record was made may have filled it */
-    PyObject *old = keep || made->used >> at & 1 ? m->record : NULL;
-    if (!keep) made->used |= (uint64_t)1 << at;
-    m->record = record; /* the reference made above */
-    m->arity = arity;
-    m->num_leaves = num_leaves;
-    m->num_nodes = num_nodes;
-    Py_XDECREF(old); /* the walk's own are in `nodes` too; a kept one holds no user object */
-    return rc;
-}
-
-/* Drop the references a child being looked at holds (the walk's locals). */
-#define DROP_CHILD()          \
-    do {                      \
-        Py_XDECREF(kids);     \
-        Py_XDECREF(data);     \
-        Py_XDECREF(keys);     \
-        Py_XDECREF(owned);    \
-        Py_XDECREF(key);      \
-        Py_DECREF(child);     \
-    } while (0)
-
 /* frames[1..upto - 1] as the pure walker's frames (node, ntype, data, children, n, i), for
- * its functions that find a key path from them: a new list. */
+ * its functions that find a key path from them. Return value: New reference, a list. */
 static PyObject *frames_list(Frame *frames, Py_ssize_t upto) {
     PyObject *out = PyList_New(0);
     for (Py_ssize_t k = 1; out != NULL && k < upto; k++) {
@@ -333,300 +165,326 @@ static PyObject *frames_list(Frame *frames, Py_ssize_t upto) {
 }
 
 /* The key path of the top frame's child `key` leads to, for an error: the walk's own with
- * paths, else found from the frames as the pure walker finds it. New reference. */
-static PyObject *error_path(Frame *frames, Py_ssize_t depth, PyObject **path, PyObject *key, int with_path) {
-    if (with_path) return path_to(path, depth, key, 1);
-    PyObject *list = frames_list(frames, depth);
+ * paths, else found from the frames as the pure walker finds it. Return value: New reference. */
+static PyObject *error_path(Walk *w, PyObject *key) {
+    if (w->with_path) return path_to(w->path, w->depth, key, 1);
+    PyObject *list = frames_list(w->frames, w->depth);
     PyObject *out = list == NULL ? NULL : tk_frame_path(list);
     Py_XDECREF(list);
     return out;
 }
 
-/* Set the error for frame f's list, shortened by user code: _traverse.changed_error's,
- * given frames 1..depth-2 (its ancestors) as the pure walker's frames. */
-static void changed_error(PyObject *label, Frame *frames, Py_ssize_t depth, Frame *f) {
-    PyObject *ancestors = frames_list(frames, depth - 1), *exc = NULL;
-    if (ancestors != NULL)
-        exc = PyObject_CallMethod(S.traverse, "changed_error", "OOOnn", label, ancestors, f->node, f->n,
-                                  PySequence_Fast_GET_SIZE(f->children));
-    Py_XDECREF(ancestors);
-    if (exc != NULL) {
-        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-        Py_DECREF(exc);
+/* The user's exception (set), raised by the flatten function of ch's node: noted with the
+ * node's key path, as the pure walker notes it. */
+static void note_raised(Walk *w, Child *ch) {
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb); /* (finding the path runs Python code) */
+    PyObject *at = error_path(w, ch->key);
+    if (at != NULL) {
+        PyErr_Restore(type, exc, tb);
+        tk_raise_noted(w->label, at, (PyObject *)Py_TYPE(ch->child));
+        Py_DECREF(at);
+    } else { /* that failed: its error goes on, the user's as its context */
+        tk_raise_in_context(type, exc, tb);
     }
 }
 
-/* The error for an is_leaf that answered `answer` (not True, False or None) at the top
- * frame's child: treekit._errors.not_a_bool's. */
-static void not_a_bool(PyObject *label, Frame *frames, Py_ssize_t depth, PyObject **path, PyObject *key,
-                       int with_path, PyObject *answer) {
-    PyObject *at = error_path(frames, depth, path, key, with_path);
-    PyObject *exc = at == NULL ? NULL : PyObject_CallMethod(S.errors, "not_a_bool", "OOO", label, at, answer);
-    Py_XDECREF(at);
-    if (exc != NULL) {
-        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-        Py_DECREF(exc);
+/* -- one child ----------------------------------------------------------------------------------- */
+/* The top frame's next child into ch (references taken: the key entry too, with paths, as
+ * user code may drop the keys'). TK_OK, TK_DEFER (the keys' list shortened), TK_ERROR (the
+ * children's list shortened by user code: the pure walker's error, _traverse.changed_error). */
+static tk_status next_child(Walk *w, Frame *f, Child *ch) {
+    if (PyList_CheckExact(f->children) && f->i >= PyList_GET_SIZE(f->children)) {
+        PyObject *ancestors = frames_list(w->frames, w->depth - 1);
+        if (ancestors != NULL)
+            tk_changed_error(w->label, ancestors, f->node, f->n, PySequence_Fast_GET_SIZE(f->children));
+        Py_XDECREF(ancestors);
+        return TK_ERROR;
     }
+    if (w->with_path) {
+        if (PyList_CheckExact(f->keys) && f->i >= PyList_GET_SIZE(f->keys)) return TK_DEFER; /* shortened */
+        ch->key = PySequence_Fast_GET_ITEM(f->keys, f->i);
+        Py_INCREF(ch->key);
+    }
+    ch->child = PySequence_Fast_GET_ITEM(f->children, f->i);
+    f->i++;
+    Py_INCREF(ch->child);
+    return TK_OK;
 }
 
-int tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves, PyObject **records,
-            PyObject *paths, PyObject *label) {
-    if (label == NULL) label = S.s_tree;
-    Buf buf = {NULL, 0, 0}, *nodes = records != NULL ? &buf : NULL;
-    Ctx ctx;
-    if (tk_ctx_open(&ctx, with_path) < 0) return -1;
-    Py_ssize_t depth = 1;
-    Frame first[FIRST_FRAMES]; /* the heap takes over past this depth (fields set as frames are pushed) */
-    PyObject *first_path[FIRST_FRAMES];
-    Stack st = {first, first_path, FIRST_FRAMES};
-    if (spare.frames != NULL) { /* the last deep walk's arrays */
-        st = spare;
-        spare.frames = NULL;
+/* What ch's child is, into ch->ntype (Py_None: a leaf), is_leaf asked first: 0, or -1 with
+ * an exception (is_leaf's own, as it is; the registry's; jax's error for an answer other
+ * than True, False or None). */
+static int classify(Walk *w, Frame *f, Child *ch) {
+    if (w->is_leaf != NULL) {
+        PyObject *r;
+        if (w->takes_path) {
+            PyObject *at = path_to(w->path, w->depth, ch->key, f->tracked);
+            r = at == NULL ? NULL : PyObject_CallFunctionObjArgs(w->is_leaf, at, ch->child, NULL);
+            Py_XDECREF(at);
+        } else {
+            r = PyObject_CallOneArg(w->is_leaf, ch->child);
+        }
+        int stop = r == NULL ? -1 : r == Py_True ? 1 : (r == Py_False || r == Py_None) ? 0 : -2;
+        tk_forget(&w->ctx);
+        if (stop == -2) {
+            PyObject *at = error_path(w, ch->key);
+            if (at != NULL) tk_not_a_bool(w->label, at, r);
+            Py_XDECREF(at);
+        }
+        Py_XDECREF(r);
+        if (stop < 0) return -1;
+        if (stop) ch->ntype = Py_None;
     }
-    Frame *frames = st.frames;
-    PyObject **path = st.path;
-    Records made_s, *made_records = &made_s; /* records shared within this walk */
-    made_s.used = 0;
-    int rc = -1;
-    /* The root is the one child of a virtual node, so it goes through the same code. */
-    memset(&frames[0], 0, sizeof(Frame));
-    frames[0].children = PyTuple_Pack(1, tree);
-    if (frames[0].children == NULL) goto done;
-    frames[0].n = 1;
-    if (with_path) {
-        frames[0].keys = PyTuple_Pack(1, Py_None);
-        if (frames[0].keys == NULL) goto done;
+    if (ch->ntype == NULL) {
+        ch->ntype = tk_memo_lookup(&w->ctx, ch->child, &ch->owned); /* (an error here is the registry's, or a hash's) */
+        if (ch->ntype == NULL) return -1;
     }
-    /* As the pure walker: look for a cycle when the work (children of stacked nodes plus
-     * nodes done) has doubled since the last scan, and hand a tree deeper than
-     * treekit._traverse.MAX_DEPTH to Python, which raises (see _traverse._look). */
-    Py_ssize_t max_depth = tk_max_depth();
-    if (max_depth < 0) goto defer;
-    Py_ssize_t made = 0; /* records made (counted only, without `nodes`) */
-    Py_ssize_t work = 0, scan_at = 1000, look_at = max_depth < 1000 ? max_depth : 1000;
-    for (;;) {
-        Frame *f = &frames[depth - 1];
-        if (f->i >= f->n) {
-            if (depth == 1) break;
-            if (nodes != NULL && add_record(nodes, made_records, f->ntype, f->data, f->n,
-                                            PyList_GET_SIZE(leaves) - f->leaf_start, made - f->node_start + 1) < 0)
-                goto done;
-            made++;
-            frame_clear(f);
-            depth--;
-            if (with_path) Py_DECREF(path[depth]);
-            continue;
-        }
-        PyObject *child;
-        if (PyList_CheckExact(f->children) && f->i >= PyList_GET_SIZE(f->children)) {
-            /* a list user code shortened: the pure walker's error (_traverse.changed_error) */
-            changed_error(label, frames, depth, f);
-            goto done;
-        }
-        /* the key entry leading to the child (with paths): held, as user code may drop the keys' */
-        PyObject *key = NULL;
-        if (with_path) {
-            if (PyList_CheckExact(f->keys) && f->i >= PyList_GET_SIZE(f->keys)) goto defer; /* shortened */
-            key = PySequence_Fast_GET_ITEM(f->keys, f->i);
-            Py_INCREF(key);
-        }
-        child = PySequence_Fast_GET_ITEM(f->children, f->i);
-        f->i++;
-        Py_INCREF(child);
-        PyObject *owned = NULL, *ntype = NULL, *kids = NULL, *data = NULL, *keys = NULL;
-        if (is_leaf != NULL) {
-            PyObject *r;
-            if (takes_path) {
-                PyObject *at = path_to(path, depth, key, f->tracked);
-                r = at == NULL ? NULL : PyObject_CallFunctionObjArgs(is_leaf, at, child, NULL);
-                Py_XDECREF(at);
-            } else {
-                r = PyObject_CallOneArg(is_leaf, child);
-            }
-            /* -2: an answer other than True, False or None (jax's error); -1: it raised, and
-             * its exception goes on as it is, as in the pure walker */
-            int stop = r == NULL ? -1 : r == Py_True ? 1 : (r == Py_False || r == Py_None) ? 0 : -2;
-            tk_forget(&ctx);
-            if (stop == -2) not_a_bool(label, frames, depth, path, key, with_path, r);
-            Py_XDECREF(r);
-            if (stop < 0) {
-                DROP_CHILD();
-                goto done;
-            }
-            if (stop) ntype = Py_None;
-        }
-        if (ntype == NULL) {
-            ntype = tk_memo_lookup(&ctx, child, &owned); /* (an error here is the registry's, or a hash's: as it is) */
-            if (ntype == NULL) {
-                DROP_CHILD();
-                goto done;
-            }
-        }
-        if (ntype == Py_None) {
-            int bad = PyList_Append(leaves, child) < 0 || (nodes != NULL && buf_push(nodes, S.LEAF) < 0);
-            made++;
-            if (!bad && with_path) {
-                PyObject *at = path_to(path, depth, key, f->tracked);
-                bad = at == NULL || PyList_Append(paths, at) < 0;
-                Py_XDECREF(at);
-            }
-            DROP_CHILD();
-            if (bad) goto done;
-            continue;
-        }
-        int how = tk_flatten_node(&ctx, child, ntype, with_path, &kids, &data, &keys);
-        if (how == RAISED) { /* noted with the node's key path, as the pure walker notes it */
-            PyObject *type, *exc, *tb;
-            PyErr_Fetch(&type, &exc, &tb); /* (finding the path runs Python code) */
-            PyObject *at = error_path(frames, depth, path, key, with_path);
-            if (at != NULL) {
-                PyErr_Restore(type, exc, tb);
-                tk_raise_noted(label, at, (PyObject *)Py_TYPE(child));
-                Py_DECREF(at);
-            } else { /* that failed: its error goes on, the user's as its context */
-                PyErr_NormalizeException(&type, &exc, &tb);
-                PyObject *t2, *e2, *tb2;
-                PyErr_Fetch(&t2, &e2, &tb2);
-                PyErr_NormalizeException(&t2, &e2, &tb2);
-                if (e2 != NULL && exc != NULL) PyException_SetContext(e2, exc); /* (steals) */
-                else Py_XDECREF(exc);
-                PyErr_Restore(t2, e2, tb2);
-                Py_XDECREF(type);
-                Py_XDECREF(tb);
-            }
-        }
-        if (how != 0) {
-            DROP_CHILD();
-            if (how == DEFER) goto defer;
-            goto done;
-        }
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(kids);
-        if (n == 0) {
-            int bad = nodes != NULL && add_record(nodes, made_records, ntype, data, 0, 0, 1) < 0;
-            made++;
-            DROP_CHILD();
-            if (bad) goto done;
-            continue;
-        }
-        if (is_leaf == NULL) {
-            /* A node whose children are all leaves (most nodes of a parameter tree) is done
-             * here, without a frame: its leaves are copied in one go. */
-            Py_ssize_t j = 0;
-            /* (a type's look-up may run a metaclass's __hash__, which may change a list: its
-             * size is read at each step, and the node takes a frame if it changed) */
-            for (; j < n && j < PySequence_Fast_GET_SIZE(kids); j++) {
-                if (tk_memo_leaf_type(&ctx, Py_TYPE(PySequence_Fast_GET_ITEM(kids, j))) != 1) break;
-            }
-            if (j == n && PySequence_Fast_GET_SIZE(kids) == n) {
-                Py_ssize_t at = PyList_GET_SIZE(leaves);
-                int bad = PyList_SetSlice(leaves, at, at, kids) < 0;
-                for (j = 0; !bad && nodes != NULL && j < n; j++) bad = buf_push(nodes, S.LEAF) < 0;
-                bad = bad || (nodes != NULL && add_record(nodes, made_records, ntype, data, n, n, n + 1) < 0);
-                made += n + 1;
-                if (!bad && with_path) {
-                    /* each leaf's path: the node's, then the leaf's key, made in one go */
-                    Py_ssize_t size = depth == 1 ? 1 : depth; /* the root's path is () */
-                    Py_ssize_t tracked = f->tracked + (depth > 1 && PyObject_GC_IsTracked(key));
-                    /* a big dict at the root: its leaves' paths are kept with its entries */
-                    PyObject *root = depth == 1 && ntype == S.DICT && PyTuple_CheckExact(keys) && n > LAST_KEYS
-                                         ? tk_root_paths(data, keys)
-                                         : NULL;
-                    if (root != NULL) {
-                        Py_ssize_t at = PyList_GET_SIZE(paths);
-                        bad = PyList_SetSlice(paths, at, at, root) < 0;
-                        Py_DECREF(root);
-                    }
-                    for (j = root != NULL ? n : 0; !bad && j < n; j++) {
-                        if (j >= PySequence_Fast_GET_SIZE(keys)) { /* the keys' list, changed meanwhile */
-                            bad = 1;
-                            PyErr_SetString(PyExc_RuntimeError, "treekit: a node's key entries changed while it was walked");
-                            break;
-                        }
-                        PyObject *out = PyTuple_New(size);
-                        if (out == NULL) {
-                            bad = 1;
-                            break;
-                        }
-                        copy_path(out, path, depth);
-                        if (depth > 1) {
-                            Py_INCREF(key);
-                            PyTuple_SET_ITEM(out, depth - 2, key);
-                        }
-                        PyObject *leaf_key = PySequence_Fast_GET_ITEM(keys, j);
-                        Py_INCREF(leaf_key);
-                        PyTuple_SET_ITEM(out, size - 1, leaf_key);
-                        if (tracked == 0 && !PyObject_GC_IsTracked(leaf_key)) PyObject_GC_UnTrack(out);
-                        bad = PyList_Append(paths, out) < 0;
-                        Py_DECREF(out);
-                    }
-                }
-                DROP_CHILD();
-                if (bad) goto done;
-                continue;
-            }
-        }
-        n = PySequence_Fast_GET_SIZE(kids); /* as it is now */
-        work += n;
-        Py_ssize_t done_so_far = work + made;
-        if (done_so_far >= look_at) {
-            /* depth - 1: the pure walker's len(stack) (frames[0] is the virtual root) */
-            int cycle = depth - 1 >= max_depth;
-            if (!cycle && done_so_far >= scan_at) {
-                scan_at = 2 * done_so_far + 1000;
-                cycle = has_cycle(frames, depth, child);
-            }
-            look_at = done_so_far + max_depth - (depth - 1);
-            if (look_at > scan_at) look_at = scan_at;
-            if (cycle != 0) { /* a cycle, or too deep: Python walks again and raises */
-                DROP_CHILD();
-                if (cycle < 0) goto done;
-                goto defer;
-            }
-        }
-        if (depth == st.cap) {
-            if (stack_grow(&st, first, first_path) < 0) {
-                DROP_CHILD();
-                goto done;
-            }
-            frames = st.frames;
-            path = st.path;
-            f = &frames[depth - 1]; /* moved */
-        }
-        Frame *g = &frames[depth];
-        g->node = child; /* the references taken above */
-        g->ntype = owned != NULL ? owned : ntype;
-        if (owned == NULL) Py_INCREF(ntype);
-        g->data = data;
-        g->children = kids;
-        g->keys = keys;
-        g->n = n;
-        g->i = 0;
-        g->leaf_start = PyList_GET_SIZE(leaves);
-        g->node_start = made;
-        if (with_path) {
-            if (f->keys == ctx.seq_keys && depth >= 2) { /* key is SequenceKey(f->i - 1) */
-                PyObject *copy = spread_key(key, depth - 2, f->i - 1);
-                Py_DECREF(key);
-                key = copy;
-            }
-            path[depth] = key; /* the reference taken above */
-            g->tracked = depth == 1 ? 0 : f->tracked + PyObject_GC_IsTracked(key);
-        }
-        depth++;
+    return 0;
+}
+
+/* ch's child, a leaf: appended, with its record and key path. 0, or -1 with an exception. */
+static int add_leaf(Walk *w, Frame *f, Child *ch) {
+    int bad = PyList_Append(w->leaves, ch->child) < 0 || (w->nodes != NULL && tk_buf_push(w->nodes, tk_state.LEAF) < 0);
+    w->made++;
+    if (!bad && w->with_path) {
+        PyObject *at = path_to(w->path, w->depth, ch->key, f->tracked);
+        bad = at == NULL || PyList_Append(w->paths, at) < 0;
+        Py_XDECREF(at);
     }
-    rc = 0;
-    if (records != NULL && (*records = buf_tuple(&buf)) == NULL) rc = -1;
-    goto done;
-defer:
-    rc = DEFER;
+    return bad ? -1 : 0;
+}
+
+/* The key paths of ch's n children, all leaves: the node's path, then each leaf's key, made
+ * in one go (a big dict at the root: its leaves' paths are kept with its entries). 0, or -1
+ * with an exception. */
+static int leaf_paths(Walk *w, Frame *f, Child *ch, Py_ssize_t n) {
+    Py_ssize_t depth = w->depth, size = depth == 1 ? 1 : depth; /* the root's path is () */
+    Py_ssize_t tracked = f->tracked + (depth > 1 && PyObject_GC_IsTracked(ch->key));
+    PyObject *root = depth == 1 && ch->ntype == tk_state.DICT && PyTuple_CheckExact(ch->keys) && n > TK_SMALL_DICT
+                         ? tk_root_paths(ch->data, ch->keys)
+                         : NULL;
+    if (root != NULL) {
+        Py_ssize_t at = PyList_GET_SIZE(w->paths);
+        int bad = PyList_SetSlice(w->paths, at, at, root) < 0;
+        Py_DECREF(root);
+        return bad ? -1 : 0;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (j >= PySequence_Fast_GET_SIZE(ch->keys)) { /* the keys' list, changed meanwhile */
+            PyErr_SetString(PyExc_RuntimeError, "treekit: a node's key entries changed while it was walked");
+            return -1;
+        }
+        PyObject *out = PyTuple_New(size);
+        if (out == NULL) return -1;
+        copy_path(out, w->path, depth);
+        if (depth > 1) {
+            Py_INCREF(ch->key);
+            PyTuple_SET_ITEM(out, depth - 2, ch->key);
+        }
+        PyObject *leaf_key = PySequence_Fast_GET_ITEM(ch->keys, j);
+        Py_INCREF(leaf_key);
+        PyTuple_SET_ITEM(out, size - 1, leaf_key);
+        if (tracked == 0 && !PyObject_GC_IsTracked(leaf_key)) PyObject_GC_UnTrack(out);
+        int bad = PyList_Append(w->paths, out) < 0;
+        Py_DECREF(out);
+        if (bad) return -1;
+    }
+    return 0;
+}
+
+/* A node whose children are all leaves (most nodes of a parameter tree) is done here,
+ * without a frame: its leaves are copied in one go. 1 (done), 0 (not all leaves: it takes a
+ * frame), -1 with an exception. (A type's look-up may run a metaclass's __hash__, which may
+ * change a list: its size is read at each step, and the node takes a frame if it changed.) */
+static int take_leaves(Walk *w, Frame *f, Child *ch, Py_ssize_t n) {
+    Py_ssize_t j = 0;
+    for (; j < n && j < PySequence_Fast_GET_SIZE(ch->kids); j++) {
+        if (tk_memo_leaf_type(&w->ctx, Py_TYPE(PySequence_Fast_GET_ITEM(ch->kids, j))) != 1) break;
+    }
+    if (j != n || PySequence_Fast_GET_SIZE(ch->kids) != n) return 0;
+    Py_ssize_t at = PyList_GET_SIZE(w->leaves);
+    int bad = PyList_SetSlice(w->leaves, at, at, ch->kids) < 0;
+    for (j = 0; !bad && w->nodes != NULL && j < n; j++) bad = tk_buf_push(w->nodes, tk_state.LEAF) < 0;
+    bad = bad || (w->nodes != NULL && tk_add_record(w->nodes, &w->made_records, ch->ntype, ch->data, n, n, n + 1) < 0);
+    w->made += n + 1;
+    if (!bad && w->with_path) bad = leaf_paths(w, f, ch, n) < 0;
+    return bad ? -1 : 1;
+}
+
+/* Before a node of n children takes a frame: a cycle, or too deep? TK_OK, TK_DEFER (Python
+ * walks again and raises), TK_ERROR. */
+static tk_status look(Walk *w, PyObject *child, Py_ssize_t n) {
+    w->work += n;
+    Py_ssize_t done_so_far = w->work + w->made;
+    if (done_so_far < w->look_at) return TK_OK;
+    /* depth - 1: the pure walker's len(stack) (frames[0] is the virtual root) */
+    int cycle = w->depth - 1 >= w->max_depth;
+    if (!cycle && done_so_far >= w->scan_at) {
+        w->scan_at = 2 * done_so_far + 1000;
+        cycle = has_cycle(w->frames, w->depth, child);
+    }
+    w->look_at = done_so_far + w->max_depth - (w->depth - 1);
+    if (w->look_at > w->scan_at) w->look_at = w->scan_at;
+    return cycle == 0 ? TK_OK : cycle < 0 ? TK_ERROR : TK_DEFER;
+}
+
+/* ch's node, of n children, takes a frame: ch's references go to it. 0, or -1 with an
+ * exception (ch as it was). */
+static int push_frame(Walk *w, Child *ch, Py_ssize_t n) {
+    if (w->depth == w->cap && stack_grow(w) < 0) return -1;
+    Frame *f = &w->frames[w->depth - 1], *g = &w->frames[w->depth];
+    g->node = ch->child;
+    g->ntype = ch->owned != NULL ? ch->owned : ch->ntype;
+    if (ch->owned == NULL) Py_INCREF(ch->ntype);
+    g->data = ch->data;
+    g->children = ch->kids;
+    g->keys = ch->keys;
+    g->n = n;
+    g->i = 0;
+    g->leaf_start = PyList_GET_SIZE(w->leaves);
+    g->node_start = w->made;
+    if (w->with_path) {
+        PyObject *key = ch->key;
+        if (f->keys == w->ctx.seq_keys && w->depth >= 2) { /* key is SequenceKey(f->i - 1) */
+            key = tk_spread_key(ch->key, w->depth - 2, f->i - 1);
+            Py_DECREF(ch->key);
+        }
+        w->path[w->depth] = key;
+        g->tracked = w->depth == 1 ? 0 : f->tracked + PyObject_GC_IsTracked(key);
+    } else {
+        Py_XDECREF(ch->key);
+    }
+    memset(ch, 0, sizeof(*ch)); /* the frame's now */
+    w->depth++;
+    return 0;
+}
+
+/* The top frame's next child, walked: as a leaf, as a node done here, or pushed. */
+static tk_status visit(Walk *w, Frame *f) {
+    Child ch = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    tk_status how = next_child(w, f, &ch);
+    if (how != TK_OK) return how;
+    if (classify(w, f, &ch) < 0) {
+        how = TK_ERROR;
+    } else if (ch.ntype == Py_None) {
+        how = add_leaf(w, f, &ch) < 0 ? TK_ERROR : TK_OK;
+    } else {
+        how = tk_flatten_node(&w->ctx, ch.child, ch.ntype, w->with_path, &ch.kids, &ch.data, &ch.keys);
+        if (how == TK_RAISED) {
+            note_raised(w, &ch);
+            how = TK_ERROR;
+        }
+    }
+    if (how != TK_OK || ch.ntype == Py_None) goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(ch.kids);
+    if (n == 0) {
+        if (w->nodes != NULL && tk_add_record(w->nodes, &w->made_records, ch.ntype, ch.data, 0, 0, 1) < 0) how = TK_ERROR;
+        w->made++;
+        goto done;
+    }
+    int taken = w->is_leaf == NULL ? take_leaves(w, f, &ch, n) : 0;
+    if (taken != 0) {
+        how = taken < 0 ? TK_ERROR : TK_OK;
+        goto done;
+    }
+    n = PySequence_Fast_GET_SIZE(ch.kids); /* as it is now */
+    how = look(w, ch.child, n);
+    if (how == TK_OK && push_frame(w, &ch, n) < 0) how = TK_ERROR;
 done:
-    for (Py_ssize_t k = 0; k < depth; k++) {
-        frame_clear(&frames[k]);
-        if (with_path && k > 0) Py_DECREF(path[k]);
+    child_drop(&ch);
+    return how;
+}
+
+/* Close the top frame (its node is done): its record, then the frame popped. 0, or -1 with
+ * an exception. */
+static int pop_frame(Walk *w) {
+    Frame *f = &w->frames[w->depth - 1];
+    if (w->nodes != NULL && tk_add_record(w->nodes, &w->made_records, f->ntype, f->data, f->n,
+                                          PyList_GET_SIZE(w->leaves) - f->leaf_start, w->made - f->node_start + 1) < 0)
+        return -1;
+    w->made++;
+    frame_clear(f);
+    w->depth--;
+    if (w->with_path) Py_DECREF(w->path[w->depth]);
+    return 0;
+}
+
+/* -- the walk ------------------------------------------------------------------------------------ */
+/* treekit._traverse.MAX_DEPTH (-1 if it is not a size; a very large number where it is missing). */
+static Py_ssize_t max_depth(void) {
+    PyObject *limit = PyDict_GetItemWithError(PyModule_GetDict(tk_state.traverse), tk_state.s_MAX_DEPTH); /* borrowed */
+    if (limit == NULL || !PyLong_CheckExact(limit)) {
+        PyErr_Clear();
+        return PY_SSIZE_T_MAX / 4; /* no depth limit in this version of the pure core */
     }
-    stack_release(&st, first);
-    records_clear(made_records);
-    buf_clear(&buf);
-    tk_ctx_close(&ctx);
-    return rc;
+    Py_ssize_t out = PyLong_AsSsize_t(limit);
+    if (out < 0) PyErr_Clear();
+    return out;
+}
+
+/* Set the walk up, the root the one child of frames[0]: TK_OK, TK_DEFER, TK_ERROR. */
+static tk_status walk_open(Walk *w, PyObject *tree) {
+    if (tk_ctx_open(&w->ctx, w->with_path) < 0) return TK_ERROR;
+    void *frames, *path;
+    if (tk_spare_stack_take(&frames, &path, &w->cap)) { /* the last deep walk's arrays */
+        w->frames = frames;
+        w->path = path;
+    }
+    memset(&w->frames[0], 0, sizeof(Frame));
+    w->depth = 1;
+    w->frames[0].children = PyTuple_Pack(1, tree);
+    if (w->frames[0].children == NULL) return TK_ERROR;
+    w->frames[0].n = 1;
+    if (w->with_path && (w->frames[0].keys = PyTuple_Pack(1, Py_None)) == NULL) return TK_ERROR;
+    w->max_depth = max_depth();
+    if (w->max_depth < 0) return TK_DEFER;
+    w->scan_at = 1000;
+    w->look_at = w->max_depth < 1000 ? w->max_depth : 1000;
+    return TK_OK;
+}
+
+static void walk_close(Walk *w) {
+    for (Py_ssize_t k = 0; k < w->depth; k++) {
+        frame_clear(&w->frames[k]);
+        if (w->with_path && k > 0) Py_DECREF(w->path[k]);
+    }
+    stack_release(w);
+    tk_records_clear(&w->made_records);
+    tk_buf_clear(&w->buf);
+    tk_ctx_close(&w->ctx);
+}
+
+tk_status tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_path, PyObject *leaves,
+                  PyObject **records, PyObject *paths, PyObject *label) {
+    Walk w;
+    w.is_leaf = is_leaf;
+    w.leaves = leaves;
+    w.paths = paths;
+    w.label = label == NULL ? tk_state.s_tree : label; /* ('tree', the default label) */
+    w.with_path = with_path;
+    w.takes_path = takes_path;
+    w.buf.items = NULL;
+    w.buf.n = w.buf.cap = 0;
+    w.nodes = records != NULL ? &w.buf : NULL;
+    w.made_records.used = 0;
+    w.frames = w.first;
+    w.path = w.first_path;
+    w.cap = FIRST_FRAMES;
+    w.depth = 0;
+    w.made = w.work = 0;
+    tk_status how = walk_open(&w, tree);
+    while (how == TK_OK) {
+        Frame *f = &w.frames[w.depth - 1];
+        if (f->i < f->n) {
+            how = visit(&w, f);
+        } else if (w.depth == 1) {
+            break;
+        } else if (pop_frame(&w) < 0) {
+            how = TK_ERROR;
+        }
+    }
+    if (how == TK_OK && records != NULL && (*records = tk_buf_tuple(&w.buf)) == NULL) how = TK_ERROR;
+    walk_close(&w);
+    return how;
 }

@@ -1,0 +1,100 @@
+/* entries.c mirrors the __init__ that @dataclass(frozen=True, slots=True) writes for the
+ * four built-in key entry classes of treekit._keys (SequenceKey, DictKey, GetAttrKey,
+ * FlattenedIndexKey). That __init__ (object.__setattr__ on a Python frame) made constructing
+ * an entry cost about 3,000 instructions, where a user's flatten_with_keys function makes one
+ * per child. tk_entry_init gives each class an __init__ (a method descriptor) that sets its
+ * field through the field's member descriptor, as the dataclass's __init__ does, and calls
+ * that __init__ for any other call. Public API only: the class is called as any class is
+ * (type.__call__: object.__new__, then this __init__). */
+#include "entries.h"
+
+typedef struct {
+    tk_field field; /* the class and its field's member descriptor */
+    PyObject *name; /* borrowed (interned, tk_state): the field's name */
+    PyObject *init; /* owned: the dataclass's own __init__ */
+} EntryInit;
+static EntryInit entry_inits[TK_KEY_CLASSES];
+
+/* The value of a call's one argument for e's field (positional, or by the field's name), or
+ * NULL (no exception) for any other call. Return value: Borrowed reference (the caller's). */
+static PyObject *field_value(EntryInit *e, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs == 1 && nkw == 0) return args[0];
+    if (nargs == 0 && nkw == 1) {
+        PyObject *kw = PyTuple_GET_ITEM(kwnames, 0);
+        int same = kw == e->name || PyUnicode_Compare(kw, e->name) == 0;
+        PyErr_Clear();
+        if (same) return args[0];
+    }
+    return NULL;
+}
+
+/* self.__init__(*args, **kwargs) for the k-th class. Return value: New reference (None);
+ * NULL with an exception. */
+static PyObject *init_entry(int k, PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    EntryInit *e = &entry_inits[k];
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *value = (PyObject *)Py_TYPE(self) == e->field.cls ? field_value(e, args, nargs, kwnames) : NULL;
+    if (value == NULL) { /* the dataclass's __init__(self, *args, **kwargs) says what is wrong */
+        PyObject *few[8], **all = nargs + nkw < 8 ? few : PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + nkw + 1));
+        if (all == NULL) return PyErr_NoMemory();
+        all[0] = self;
+        for (Py_ssize_t i = 0; i < nargs + nkw; i++) all[i + 1] = args[i];
+        PyObject *r = PyObject_Vectorcall(e->init, all, (size_t)(nargs + 1), kwnames);
+        if (all != few) PyMem_Free(all);
+        return r;
+    }
+    if (tk_field_set(&e->field, self, value) < 0) return NULL;
+    tk_track_entry(self, value);
+    Py_RETURN_NONE;
+}
+
+#define INIT_OF(k)                                                                                          \
+    static PyObject *init_##k(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) { \
+        return init_entry(k, self, args, nargs, kwnames);                                                   \
+    }
+INIT_OF(0)
+INIT_OF(1)
+INIT_OF(2)
+INIT_OF(3)
+static PyMethodDef INIT_DEFS[TK_KEY_CLASSES] = {
+    {"__init__", (PyCFunction)(void (*)(void))init_0, METH_FASTCALL | METH_KEYWORDS,
+     "__init__($self, /, idx)\n--\n\nInitialize self with its field's value."},
+    {"__init__", (PyCFunction)(void (*)(void))init_1, METH_FASTCALL | METH_KEYWORDS,
+     "__init__($self, /, key)\n--\n\nInitialize self with its field's value."},
+    {"__init__", (PyCFunction)(void (*)(void))init_2, METH_FASTCALL | METH_KEYWORDS,
+     "__init__($self, /, name)\n--\n\nInitialize self with its field's value."},
+    {"__init__", (PyCFunction)(void (*)(void))init_3, METH_FASTCALL | METH_KEYWORDS,
+     "__init__($self, /, key)\n--\n\nInitialize self with its field's value."},
+};
+
+/* (Called while treekit._keys is imported: the module state cannot be read yet, only the
+ * names interned.) */
+PyObject *tk_entry_init(int k, PyObject *cls) {
+    if (tk_names() < 0) return NULL;
+    PyObject *names[TK_KEY_CLASSES] = {tk_state.s_idx, tk_state.s_key, tk_state.s_name, tk_state.s_flat_key};
+    tk_field field;
+    if (tk_field_read(cls, names[k], &field) < 0) Py_RETURN_NONE;
+    PyObject *init = PyObject_GetAttr(cls, tk_state.s_init);
+    if (init == NULL || !PyFunction_Check(init)) {
+        PyErr_Clear();
+        Py_XDECREF(init);
+        tk_field_clear(&field);
+        Py_RETURN_NONE;
+    }
+    PyObject *descr = PyDescr_NewMethod((PyTypeObject *)cls, &INIT_DEFS[k]);
+    if (descr == NULL) {
+        Py_DECREF(init);
+        tk_field_clear(&field);
+        return NULL;
+    }
+    EntryInit *e = &entry_inits[k]; /* (a class made again, as by a reload, takes the place of the old) */
+    tk_field old = e->field;
+    PyObject *old_init = e->init;
+    e->field = field;
+    e->name = names[k];
+    e->init = init;
+    tk_field_clear(&old);
+    Py_XDECREF(old_init);
+    return descr;
+}

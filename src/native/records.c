@@ -1,0 +1,121 @@
+/* records.c mirrors the node records treekit._traverse.flatten adds (`add_node`, in
+ * post-order) and TreeDef.__init__, which keeps them. */
+#include "records.h"
+
+#define FIRST_CAP 256
+
+int tk_buf_push(Buf *b, PyObject *x) {
+    if (b->n == b->cap) {
+        Py_ssize_t cap = 0;
+        PyObject **spare = b->items == NULL ? tk_spare_buffer_take(&cap) : NULL; /* the last array freed */
+        if (spare != NULL) {
+            b->items = spare;
+            b->cap = cap;
+        } else {
+            cap = b->cap ? 2 * b->cap : FIRST_CAP;
+            PyObject **more = PyMem_Realloc(b->items, sizeof(PyObject *) * (size_t)cap);
+            if (more == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            b->items = more;
+            b->cap = cap;
+        }
+    }
+    Py_INCREF(x);
+    b->items[b->n++] = x;
+    return 0;
+}
+
+void tk_buf_clear(Buf *b) {
+    for (Py_ssize_t k = 0; k < b->n; k++) Py_DECREF(b->items[k]);
+    if (b->items != NULL && !tk_spare_buffer_give(b->items, b->cap)) PyMem_Free(b->items);
+    b->items = NULL;
+    b->n = b->cap = 0;
+}
+
+PyObject *tk_buf_tuple(Buf *b) {
+    PyObject *out = PyTuple_New(b->n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < b->n; k++) PyTuple_SET_ITEM(out, k, b->items[k]); /* the buffer's references */
+    b->n = 0;
+    tk_buf_clear(b);
+    return out;
+}
+
+void tk_records_clear(Records *r) {
+    for (int k = 0; k < RECORDS; k++)
+        if (r->used >> k & 1) Py_DECREF(r->slot[k].record);
+    r->used = 0;
+}
+
+/* (ntype, data, arity, num_leaves, num_nodes), the counts shared (cache.h).
+ * Return value: New reference; NULL with an exception. */
+static PyObject *new_record(PyObject *ntype, PyObject *data, Py_ssize_t arity, Py_ssize_t num_leaves,
+                            Py_ssize_t num_nodes) {
+    PyObject *record = PyTuple_New(5);
+    if (record == NULL) return NULL;
+    Py_INCREF(ntype);
+    PyTuple_SET_ITEM(record, 0, ntype);
+    Py_INCREF(data);
+    PyTuple_SET_ITEM(record, 1, data);
+    PyObject *a = tk_count(arity), *l = a ? tk_count(num_leaves) : NULL, *n = l ? tk_count(num_nodes) : NULL;
+    if (n == NULL) {
+        Py_XDECREF(a);
+        Py_XDECREF(l);
+        Py_DECREF(record);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(record, 2, a);
+    PyTuple_SET_ITEM(record, 3, l);
+    PyTuple_SET_ITEM(record, 4, n);
+    return record;
+}
+
+int tk_add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py_ssize_t arity,
+                  Py_ssize_t num_leaves, Py_ssize_t num_nodes) {
+    uintptr_t h = ((uintptr_t)ntype >> 4) * 31u + ((uintptr_t)data >> 4) * 17u + (uintptr_t)arity * 7u +
+                  (uintptr_t)num_leaves * 3u + (uintptr_t)num_nodes;
+    unsigned at = 0;
+    tk_made *m;
+    int held, shared = data == Py_None && (ntype == tk_state.LIST || ntype == tk_state.TUPLE || ntype == tk_state.NONE);
+    if (shared) {
+        m = tk_shared_record(h);
+        held = m->record != NULL;
+    } else {
+        at = (unsigned)((h ^ (h >> 7)) % RECORDS);
+        m = &made->slot[at];
+        held = (int)(made->used >> at & 1);
+    }
+    if (held && PyTuple_GET_ITEM(m->record, 0) == ntype && PyTuple_GET_ITEM(m->record, 1) == data &&
+        m->arity == arity && m->num_leaves == num_leaves && m->num_nodes == num_nodes)
+        return tk_buf_push(nodes, m->record);
+    PyObject *record = new_record(ntype, data, arity, num_leaves, num_nodes);
+    if (record == NULL) return -1;
+    int rc = tk_buf_push(nodes, record);
+    /* the slot as it is now: a walk (or a clear) in code run while the record was made may
+     * have changed it */
+    PyObject *old = shared || made->used >> at & 1 ? m->record : NULL;
+    if (!shared) made->used |= (uint64_t)1 << at;
+    m->record = record; /* the reference made above */
+    m->arity = arity;
+    m->num_leaves = num_leaves;
+    m->num_nodes = num_nodes;
+    Py_XDECREF(old); /* the walk's own are in `nodes` too; a shared one holds no user object */
+    return rc;
+}
+
+PyObject *tk_treedef(PyObject *records) {
+    if (!tk_state.plain_treedef) return PyObject_CallOneArg(tk_state.TreeDef, records);
+    /* TreeDef(records) without running __init__: its three slots, as __init__ sets them */
+    PyTypeObject *tp = (PyTypeObject *)tk_state.TreeDef;
+    PyObject *treedef = tp->tp_alloc(tp, 0);
+    if (treedef == NULL) return NULL;
+    if (PyObject_GenericSetAttr(treedef, tk_state.s_nodes, records) < 0 ||
+        PyObject_GenericSetAttr(treedef, tk_state.s_hash, Py_None) < 0 ||
+        PyObject_GenericSetAttr(treedef, tk_state.s_builder, Py_None) < 0) {
+        Py_DECREF(treedef);
+        return NULL;
+    }
+    return treedef;
+}

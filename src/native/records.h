@@ -1,0 +1,43 @@
+/* records.h: the post-order node records a walk makes, (node type, node data, arity,
+ * num_leaves, num_nodes) as treekit._treedef's TreeDef holds them, and the TreeDef made of
+ * them (records.c). */
+#ifndef TREEKIT_RECORDS_H
+#define TREEKIT_RECORDS_H
+
+#include "cache.h"
+
+/* The records made in one walk, by (node type, node data, arity, num_leaves, num_nodes): an
+ * equal record is shared (records are immutable tuples; the layers of a parameter tree, the
+ * items of a dataset give equal ones, node data included). Direct-mapped, so a miss costs
+ * one comparison. Those of lists, tuples and Nones are shared from walk to walk (cache.h). */
+#define RECORDS 64
+typedef struct {
+    uint64_t used; /* bit k: slot k holds a record (the slots are not cleared beforehand) */
+    tk_made slot[RECORDS];
+} Records;
+
+/* The walk's records, in post-order (owned references), made into the TreeDef's tuple at
+ * the end without a list in between. */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t n, cap;
+} Buf;
+
+/* Append x: 0, or -1 with an exception. Does not steal x: takes a new reference. */
+TK_API int tk_buf_push(Buf *b, PyObject *x);
+/* Drop the buffer's references and release its array. */
+TK_API void tk_buf_clear(Buf *b);
+/* The records as a tuple; the buffer is emptied. Return value: New reference. */
+TK_API PyObject *tk_buf_tuple(Buf *b);
+
+/* Append the record (ntype, data, arity, num_leaves, num_nodes), an equal one if `made` (or
+ * the process-wide records) holds one: 0, or -1 with an exception. Does not steal ntype or data. */
+TK_API int tk_add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py_ssize_t arity,
+                         Py_ssize_t num_leaves, Py_ssize_t num_nodes);
+/* Drop the walk's shared records. */
+TK_API void tk_records_clear(Records *r);
+
+/* TreeDef(records), records a tuple of node records. Return value: New reference. */
+TK_API PyObject *tk_treedef(PyObject *records);
+
+#endif
