@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple, Union
 
-from treekit._moments import ParamsPlaceholder
-from treekit._moments import safe_increment as safe_increment
-from treekit._moments import tree_bias_correction as tree_bias_correction
-from treekit._moments import tree_map_params as tree_map_params
-from treekit._moments import tree_update_infinity_moment as tree_update_infinity_moment
-from treekit._moments import tree_update_moment as tree_update_moment
-from treekit._moments import tree_update_moment_per_elem_norm as tree_update_moment_per_elem_norm
+from treekit._moments import (
+    ParamsPlaceholder,
+    safe_increment,
+    tree_bias_correction,
+    tree_update_moment,
+    tree_update_moment_per_elem_norm,
+)
 from treekit._ops import tree_leaves, tree_map
 from treekit._traverse import flatten
 from treekit._tree_math import dtype_of, loaded_jax, namespace, tree_cast, tree_cast_like, tree_zeros_like
