@@ -10,8 +10,8 @@ The caches (module: name, what it holds, its bound):
   (tests/test_registry.py::test_the_sequence_key_cache_stops_growing_and_long_lists_still_get_keys).
 - ``_registry``: ``ORDERS``, a dict insertion order's sorted keys: at most ``_ORDERS_KEYS``
   keys in all (and ``_ORDERS_LIMIT`` orders).
-- ``_treedef``: ``_COUNTS``, builds per structure, by hash (ints only): ``_COUNTS_LIMIT``.
-- ``_treedef``: ``_BUILDERS``, compiled structures: at most ``_BUILDERS_NODES`` records in
+- ``_build``: ``_COUNTS``, builds per structure, by hash (ints only): ``_COUNTS_LIMIT``.
+- ``_build``: ``_BUILDERS``, compiled structures: at most ``_BUILDERS_NODES`` records in
   all, none bigger than ``_MAX_COMPILED_NODES``.
 
 - ``_describe``: ``_NAMES``, a dtype's name (numpy computes it in Python): at most
@@ -54,7 +54,7 @@ from typing import Any
 import pytest
 
 import treekit
-from treekit import _registry, _treedef
+from treekit import _build, _registry, _treedef
 
 
 def test_a_dropped_class_is_collected_by_the_next_full_collection() -> None:
@@ -95,9 +95,9 @@ def pure_builders(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Build with the pure core's builders (the C core builds plain containers itself) and
     empty caches."""
     monkeypatch.setattr(_treedef, "NATIVE", None)
-    monkeypatch.setattr(_treedef, "_BUILDERS", {})
-    monkeypatch.setattr(_treedef, "_COUNTS", {})
-    monkeypatch.setattr(_treedef, "_builders_held", [0])
+    monkeypatch.setattr(_build, "_BUILDERS", {})
+    monkeypatch.setattr(_build, "_COUNTS", {})
+    monkeypatch.setattr(_build, "_builders_held", [0])
     yield
 
 
@@ -123,41 +123,41 @@ def test_a_structure_built_a_few_times_keeps_no_node_data(registered: Any) -> No
         lambda cls: treekit.register_pytree_node(cls, lambda h: ((h.child,), h.data), lambda d, c: cls(d, *c)),
     )
     data = Data()
-    for _ in range(_treedef._COMPILE_AT - 1):  # not yet compiled
+    for _ in range(_build._COMPILE_AT - 1):  # not yet compiled
         assert _rebuilt(Holder(data, 1), lambda x: x + 1).child == 2
     ref = weakref.ref(data)
     del data
     gc.collect()
     assert ref() is None
-    assert len(_treedef._COUNTS) == 1 and _treedef._BUILDERS == {}
+    assert len(_build._COUNTS) == 1 and _build._BUILDERS == {}
 
 
 @pytest.mark.usefixtures("pure_builders")
 def test_compiled_structures_are_bounded_by_records(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_treedef, "_COMPILE_AT", 1)
-    monkeypatch.setattr(_treedef, "_BUILDERS_NODES", 1000)
+    monkeypatch.setattr(_build, "_COMPILE_AT", 1)
+    monkeypatch.setattr(_build, "_BUILDERS_NODES", 1000)
     for n in range(1, 300):
         assert _rebuilt(list(range(n)), str)[-1] == str(n - 1)
-        held = sum(len(nodes) for nodes in _treedef._BUILDERS)
-        assert held == _treedef._builders_held[0] <= 1000
-    assert len(_treedef._BUILDERS) >= 2  # the newest are kept
+        held = sum(len(nodes) for nodes in _build._BUILDERS)
+        assert held == _build._builders_held[0] <= 1000
+    assert len(_build._BUILDERS) >= 2  # the newest are kept
 
 
 @pytest.mark.usefixtures("pure_builders")
 def test_build_counts_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_treedef, "_COUNTS_LIMIT", 16)
+    monkeypatch.setattr(_build, "_COUNTS_LIMIT", 16)
     for n in range(100):
         assert _rebuilt([0] * n, str) == ["0"] * n
-        assert len(_treedef._COUNTS) <= 16
-    assert all(type(key) is int and type(count) is int for key, count in _treedef._COUNTS.items())
+        assert len(_build._COUNTS) <= 16
+    assert all(type(key) is int and type(count) is int for key, count in _build._COUNTS.items())
 
 
 @pytest.mark.usefixtures("pure_builders")
 def test_structures_too_big_to_compile_are_not_remembered() -> None:
-    tree = list(range(_treedef._MAX_COMPILED_NODES + 1))
-    for _ in range(_treedef._COMPILE_AT + 1):
+    tree = list(range(_build._MAX_COMPILED_NODES + 1))
+    for _ in range(_build._COMPILE_AT + 1):
         assert _rebuilt(tree) == tree
-    assert _treedef._COUNTS == {} and _treedef._BUILDERS == {}
+    assert _build._COUNTS == {} and _build._BUILDERS == {}
 
 
 @pytest.mark.usefixtures("pure_builders")

@@ -46,9 +46,9 @@ import treekit.optim  # noqa: E402
 import treekit.params  # noqa: E402
 import treekit.tree  # noqa: E402
 from treekit import params as P  # noqa: E402
+from treekit._build import interpret  # noqa: E402
 from treekit._core import NATIVE  # noqa: E402
 from treekit._traverse import pure_flatten  # noqa: E402
-from treekit._treedef import _interpret  # noqa: E402
 
 tk: Any = treekit
 optim: Any = treekit.optim
@@ -419,7 +419,7 @@ def _walks_agree(g: Garbage) -> None:
         built = _outcome(lambda nodes=nodes, leaves=leaves: NATIVE.build(nodes, leaves))
         if built[0] == "ok" and built[1] is NATIVE.DEFER:
             continue
-        reference = _outcome(lambda nodes=nodes, leaves=leaves: _interpret(nodes, leaves))
+        reference = _outcome(lambda nodes=nodes, leaves=leaves: interpret(nodes, leaves))
         assert built[:2] == reference[:2] if built[0] == "raised" else reference[0] == "ok"
 
 

@@ -59,7 +59,8 @@ from hypothesis import strategies as st
 
 import treekit
 from treekit import _keys, _ops, _registry, _traverse, _treedef
-from treekit._treedef import TreeDef, _interpret
+from treekit._build import interpret
+from treekit._treedef import TreeDef
 
 # Examples per site: 3x the profile's ("ci": 180, the whole file about 40 s here; "few", for the sanitizer
 # build, 30). No shrinking: an example makes 3 calls under pressure, and a failure's message says which
@@ -467,7 +468,7 @@ class World:
             [Leaf(next(self.count)), Leaf(next(self.count))] if self.int(0, 5) == 0 else Leaf(next(self.count))
             for _ in range(treedef.num_leaves)
         ]
-        return _interpret(treedef._nodes, leaves)
+        return interpret(treedef._nodes, leaves)
 
 
 def containers(tree: Any) -> list[Any]:

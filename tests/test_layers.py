@@ -16,10 +16,6 @@ PACKAGE = Path(treekit.__file__).parent
 MODULES = {path.stem: path for path in sorted(PACKAGE.glob("*.py"))}
 ARCHITECTURE = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 MAX_LINES = 560  # "under ~500": the few just over it hold one idea that splitting would cut in two
-# Known, to be removed (issue 24): the C core reads _treedef._unflatten by that name, and
-# _treedef still holds its builders; both go to a _build module together with the C's list.
-TAKEN_KNOWN = {"_at.py: _treedef._unflatten"}
-LONGER_KNOWN = {"_treedef": 700}
 
 
 def _imports(path: Path) -> list[tuple[str, list[str], int]]:
@@ -83,13 +79,13 @@ def test_no_module_takes_another_modules_underscore_names() -> None:
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in MODULES:
                 if node.value.id != name and node.attr.startswith("_") and not node.attr.startswith("__"):
                     taken.append(f"{name}.py:{node.lineno}: {node.value.id}.{node.attr}")
-    assert {t.split(":")[0] + ":" + t.split(":", 2)[2] for t in taken} <= TAKEN_KNOWN, taken
+    assert taken == []
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_a_module_stays_short(name: str) -> None:
     lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
-    assert lines <= LONGER_KNOWN.get(name, MAX_LINES), f"treekit/{name}.py has {lines} lines: split it by idea"
+    assert lines <= MAX_LINES, f"treekit/{name}.py has {lines} lines: split it by idea"
 
 
 def test_the_architecture_page_places_every_module() -> None:

@@ -37,13 +37,14 @@ from hypothesis import strategies as st  # noqa: E402
 from strategies import LEAVES, trees  # noqa: E402
 
 import treekit  # noqa: E402
+import treekit._build  # noqa: E402
 import treekit._keys  # noqa: E402
 import treekit._ops  # noqa: E402
 import treekit._treedef  # noqa: E402
+from treekit._build import interpret  # noqa: E402
 from treekit._ops import _map_failed  # noqa: E402
 from treekit._registry import remove_type  # noqa: E402
 from treekit._traverse import pure_flatten  # noqa: E402
-from treekit._treedef import _interpret  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -119,7 +120,7 @@ def test_flatten_pairs_of_a_cycle_is_the_pure_cores_error() -> None:
 def test_build_is_the_pure_cores(tree: Any) -> None:
     leaves, treedef, _ = pure_flatten(tree)
     built = native.build(treedef._nodes, leaves)
-    assert built == _interpret(treedef._nodes, leaves) == tree
+    assert built == interpret(treedef._nodes, leaves) == tree
     assert repr(built) == repr(tree)  # dicts in the input's key order
     assert pure_flatten(built)[1] == treedef
 
@@ -176,7 +177,7 @@ def test_deep_trees_map_and_match() -> None:
         tree = [tree, 1]
     doubled = _map(lambda x, y: x + y, tree, tree)
     assert native.leaves(doubled) == [0] + [2] * 100_000
-    assert len(native.up_to(native.flatten(tree)[1]._nodes, doubled, True)) == 100_001
+    assert len(native.guide(native.flatten(tree)[1]._nodes, doubled, True)) == 100_001
 
 
 @pytest.mark.parametrize("depth", [2, 9, 33, 70, 600])
@@ -239,11 +240,11 @@ def _pure(call: Callable[[], Any]) -> Any:
 def _extended(tree: Any) -> Any:
     """``tree`` with each leaf in a list: a tree whose structure extends ``tree``'s."""
     leaves, treedef, _ = pure_flatten(tree)
-    return _interpret(treedef._nodes, [[x] for x in leaves])
+    return interpret(treedef._nodes, [[x] for x in leaves])
 
 
 def _map(f: Any, tree: Any, *rest: Any, is_leaf: Any = None, with_path: bool = False, takes_path: bool = False) -> Any:
-    return native.map(f, tree, rest, is_leaf, with_path, takes_path, _map_failed)
+    return native.map(f, tree, rest, is_leaf, _map_failed, with_path=with_path, leaf_takes_path=takes_path)
 
 
 def _pure_map(f: Any, tree: Any, *rest: Any, with_path: bool = False, **kwargs: Any) -> Any:
@@ -321,12 +322,12 @@ def test_up_to_is_the_pure_walk(tree: Any, other: Any, strict: bool) -> None:
     treedef = pure_flatten(tree)[1]
     for target in (tree, _extended(tree), other):
         for is_leaf in (None, lambda x: x is None):
-            got = native.up_to(nodes, target, strict, is_leaf)
-            want = _outcome(lambda t=target, f=is_leaf: treedef._walk(t, "tree", strict, f, []))  # with keys: pure
+            got = native.guide(nodes, target, strict, is_leaf)
+            want = _outcome(lambda t=target, f=is_leaf: treedef._guide(t, "tree", strict, f, []))  # with keys: pure
             if got is not native.DEFER:
                 assert want[0] == "ok" and [id(x) for x in got] == [id(x) for x in want[1]]
             else:
-                assert _outcome(lambda t=target, f=is_leaf: treedef._walk(t, "tree", strict, f)) == want
+                assert _outcome(lambda t=target, f=is_leaf: treedef._guide(t, "tree", strict, f)) == want
 
 
 @given(TREES, st.sampled_from(["", "/", "."]))
@@ -480,7 +481,7 @@ def test_big_dicts_flatten_and_build_as_the_pure_core_each_time() -> None:
                 _same(native.flatten(tree, None, with_path), pure_flatten(tree, None, with_path))
             leaves, treedef, _ = pure_flatten(tree)
             built = native.build(treedef._nodes, leaves)
-            assert repr(built) == repr(_interpret(treedef._nodes, leaves)) and built == tree
+            assert repr(built) == repr(interpret(treedef._nodes, leaves)) and built == tree
             assert [id(x) for x in pure_flatten(built)[0]] == [id(x) for x in leaves]
 
 
@@ -517,10 +518,10 @@ def test_a_big_dict_whose_key_hash_changed_builds_as_the_pure_core() -> None:
     keys = [_Shifty(f"k{i:02d}") for i in range(12)]
     leaves, treedef, _ = pure_flatten(dict.fromkeys(keys, 1.0))
     for _ in range(3):  # the third build copies the kept dict of these keys
-        assert repr(native.build(treedef._nodes, leaves)) == repr(_interpret(treedef._nodes, leaves))
+        assert repr(native.build(treedef._nodes, leaves)) == repr(interpret(treedef._nodes, leaves))
     keys[3].shift = 1
     built = native.build(treedef._nodes, leaves)
-    assert len(built) == 12 and repr(built) == repr(_interpret(treedef._nodes, leaves))
+    assert len(built) == 12 and repr(built) == repr(interpret(treedef._nodes, leaves))
 
 
 def test_what_is_kept_for_big_dicts_is_bounded() -> None:
@@ -709,7 +710,7 @@ def test_raising_is_leaf_and_unflatten_are_the_pure_cores() -> None:
     treekit.register_pytree_node(Odd, lambda o: (o.children, None), lambda d, c: 1 // 0)
     try:
         nodes = pure_flatten([Odd(1)])[1]._nodes
-        assert _outcome(lambda: native.build(nodes, [1])) == _outcome(lambda: _interpret(nodes, [1]))
+        assert _outcome(lambda: native.build(nodes, [1])) == _outcome(lambda: interpret(nodes, [1]))
     finally:
         remove_type(Odd)
 
@@ -733,7 +734,7 @@ def test_custom_unflatten_functions_are_called_as_the_pure_core_calls_them() -> 
         assert calls == [("ok", ("ok", 2)), ("ok", ("ok",))]  # once each, children as a tuple
         nodes = pure_flatten([Odd("ok"), Odd("bad", 1)])[1]._nodes
         got = _outcome(lambda: native.build(nodes, ["ok", "bad", 1]))
-        assert got == _outcome(lambda: _interpret(nodes, ["ok", "bad", 1])) and got[0] == "raised"
+        assert got == _outcome(lambda: interpret(nodes, ["ok", "bad", 1])) and got[0] == "raised"
         with pytest.raises(Boom) as info:
             native.build(nodes, ["ok", "bad", 1])
         note = f"raised by the unflatten function registered for {Odd.__qualname__} (node data 'bad', 2 children)"
@@ -765,8 +766,8 @@ def _workload() -> tuple[Callable[[], None], list[Any]]:
         native.build(treedef._nodes, leaves)
         treekit.tree_map(lambda x: x, tree)
         treekit.tree_map_with_path(lambda p, x, y: y, tree, tree)
-        native.up_to(treedef._nodes, tree, True)
-        native.up_to(treedef._nodes, [1], False)  # a mismatch: DEFER
+        native.guide(treedef._nodes, tree, True)
+        native.guide(treedef._nodes, [1], False)  # a mismatch: DEFER
         treekit.keystr((treekit.DictKey(key), treekit.SequenceKey(1)))
         try:
             treekit.tree_map(bad_leaf, tree)
@@ -782,7 +783,7 @@ def _workload() -> tuple[Callable[[], None], list[Any]]:
 
 def test_reference_counts_do_not_change() -> None:
     run, objects = _workload()
-    for _ in range(treekit._treedef._COMPILE_AT + 1):  # caches fill: key orders at once, builders once compiled
+    for _ in range(treekit._build._COMPILE_AT + 1):  # caches fill: key orders at once, builders once compiled
         run()
     gc.collect()
     before = [sys.getrefcount(x) for x in objects]

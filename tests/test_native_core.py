@@ -60,8 +60,8 @@ def _plain_trees() -> list[Any]:
 FALLBACKS = [
     (_traverse, "pure_flatten"),
     (_traverse, "pure_flatten_pairs"),
-    (_treedef, "_interpret"),
-    (_treedef, "_compiled"),
+    (_treedef, "interpret"),
+    (_treedef, "compiled"),
     (_ops, "leafwise"),
 ]
 
@@ -121,7 +121,15 @@ def test_the_fallback_counter_counts(fallback_calls: collections.Counter[str]) -
 
 # -- the Python names the C core reads -------------------------------------------------------------
 # Every name, as src/native/state.h lists them: (where it is read, the name).
-MODULES = ["treekit._registry", "treekit._treedef", "treekit._traverse", "treekit._errors", "treekit._keys"]
+MODULES = [
+    "treekit._registry",
+    "treekit._treedef",
+    "treekit._build",
+    "treekit._guide",
+    "treekit._traverse",
+    "treekit._errors",
+    "treekit._keys",
+]
 IMPORTS = [
     ("treekit._registry", "LIST"),
     ("treekit._registry", "TUPLE"),
@@ -131,7 +139,7 @@ IMPORTS = [
     ("treekit._registry", "resolve"),
     ("treekit._treedef", "TreeDef"),
     ("treekit._treedef", "LEAF"),
-    ("treekit._treedef", "_unflatten"),
+    ("treekit._build", "unflatten_node"),
     ("treekit._keys", "SequenceKey"),
     ("treekit._keys", "DictKey"),
     ("treekit._keys", "GetAttrKey"),
@@ -150,7 +158,7 @@ NAMES = [
     ("treekit._errors", "flatten_noted"),
     ("treekit._errors", "not_a_bool"),
     ("treekit._errors", "unflatten_noted"),
-    ("treekit._treedef", "leaves_changed"),
+    ("treekit._build", "leaves_changed"),
     ("treekit._registry.NodeType", "flatten"),
     ("treekit._registry.NodeType", "unflatten"),
     ("treekit._registry.NodeType", "type"),
@@ -158,15 +166,15 @@ NAMES = [
     ("flatten function", "keyed"),
     ("flatten function", "finish"),
     ("unflatten function", "func"),
-    ("treekit._registry._Keys", "original"),
-    ("treekit._registry._Keys", "positions"),
+    ("treekit._registry.SortedKeys", "original"),
+    ("treekit._registry.SortedKeys", "positions"),
     ("treekit._treedef.TreeDef", "__slots__"),
     ("treekit._treedef.TreeDef", "_nodes"),
     ("treekit._treedef.TreeDef", "_hash"),
     ("treekit._treedef.TreeDef", "_builder"),
-    ("treekit._treedef.TreeDef", "_walk"),
-    ("treekit._treedef.TreeDef._walk", "_again"),
-    ("treekit._treedef.TreeDef._walk", "_raised"),
+    ("treekit._guide", "guide"),
+    ("treekit._guide.guide", "again"),
+    ("treekit._guide.guide", "raised"),
     ("treekit._treedef.TreeDef", "_build"),
     ("treekit._keys.SequenceKey", "idx"),
     ("treekit._keys.DictKey", "key"),
@@ -221,7 +229,7 @@ def test_no_c_file_reads_a_python_name_outside_state_h_lists() -> None:
 
 def _example(where: str) -> Any:
     """An object `where` names, to look its name up on."""
-    if where == "treekit._registry._Keys":
+    if where == "treekit._registry.SortedKeys":
         return treekit.tree_structure({"b": 1, "a": 2})._nodes[-1][1]  # an unsorted dict's node data
     if where == "types.MemberDescriptorType":
         return inspect.getattr_static(treekit.DictKey, "key")

@@ -258,7 +258,7 @@ def test_unflatten_calls_unflatten_functions_with_node_data() -> None:
 def _collect(reference: Any, tree: Any, strict: bool = True) -> tuple[list[Any], list[str], list[tuple[int, int, str]]]:
     errors: list[tuple[int, int, StructureMismatchError]] = []
     paths: list[Any] = []
-    out = tree_structure(reference)._walk(tree, "b", strict, None, paths, errors)
+    out = tree_structure(reference)._guide(tree, "b", strict, None, paths, errors)
     return out, [keystr(p) for p in paths], [(start, stop, str(e).split("\n")[0]) for start, stop, e in errors]
 
 
@@ -287,14 +287,14 @@ def test_collect_mode_without_mismatch_equals_the_plain_walk() -> None:
     reference = [1, {"a": (2, 3)}]
     tree = [[9], {"a": (8, 7)}]
     out, paths, errors = _collect(reference, tree, strict=False)
-    assert out == tree_structure(reference)._walk(tree, "b") == [[9], 8, 7]
+    assert out == tree_structure(reference)._guide(tree, "b") == [[9], 8, 7]
     assert paths == ["[0]", "[1]['a'][0]", "[1]['a'][1]"]
     assert errors == []
 
 
 def test_without_errors_a_mismatch_raises() -> None:
     with pytest.raises(StructureMismatchError, match=r"^b\['a'\]: expected list of length 2, got list of length 3$"):
-        tree_structure({"a": [1, 2], "b": None})._walk({"a": [1, 2, 3], "b": None}, "b", True)
+        tree_structure({"a": [1, 2], "b": None})._guide({"a": [1, 2, 3], "b": None}, "b", True)
 
 
 def test_the_raised_mismatch_is_the_leftmost_one() -> None:
@@ -305,7 +305,7 @@ def test_the_raised_mismatch_is_the_leftmost_one() -> None:
     with pytest.raises(StructureMismatchError, match=re.escape(message)):
         tree_map(lambda x, y: x, {"a": [1, 2], "z": (1,)}, {"a": [1, 2, 3], "z": [1]})
     with pytest.raises(StructureMismatchError, match=r"^b\[0\]: expected a leaf, got None$"):
-        tree_structure([1, [2], 3])._walk([None, 7, None], "b", True)
+        tree_structure([1, [2], 3])._guide([None, 7, None], "b", True)
 
 
 @pytest.mark.parametrize(
@@ -679,7 +679,7 @@ def test_collect_mode_raises_node_data_that_do_not_compare() -> None:
     treedef = tree_structure([1, Meta(1, np.arange(2))])
     errors: list[Any] = []
     with pytest.raises(StructureMismatchError, match=re.escape("b[1]: expected Meta with 1 child")):
-        treedef._walk([[1], Meta(2, np.arange(2))], "b", True, None, None, errors)
+        treedef._guide([[1], Meta(2, np.arange(2))], "b", True, None, None, errors)
 
 
 @pytest.mark.usefixtures("meta_node")
@@ -834,6 +834,6 @@ def test_a_raising_flatten_function_is_reported_with_its_path(entry: str) -> Non
     label = "tree" if entry == "flatten_up_to" else "rest[0]"
     assert str(info.value) == "flaky"
     assert info.value.__notes__ == [f"{label}[1]['a']: raised while flattening {Flaky.__qualname__}"]
-    # the walk with keys that finds its key path takes the exception (TreeDef._walk's _raised),
+    # the walk with keys that finds its key path takes the exception (guide's raised),
     # from the walk without keys or from the C core's, instead of calling the function again
     assert Flaky.calls - (entry == "map_rest") == 1  # (tree_map flattens `good` too)

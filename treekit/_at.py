@@ -20,12 +20,12 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Union
 
+from treekit._build import unflatten_node
 from treekit._errors import StructureMismatchError, flatten_noted
 from treekit._keys import FlattenedIndexKey, KeyPath, SequenceKey, keystr, plain_key, simple_text
 from treekit._mismatch import describe, describe_value
 from treekit._registry import LIST, TUPLE, lookup
 from treekit._traverse import IsLeaf, flatten
-from treekit._treedef import _unflatten
 
 __all__ = ["Path", "tree_at", "tree_get", "tree_set"]
 
@@ -232,7 +232,7 @@ def tree_get(tree: Any, path: Path, *, sep: str = "/") -> Any:
 def _rebuild(frames: list[_Frame], value: Any) -> Any:
     for ntype, children, data, index in reversed(frames):
         children[index] = value
-        value = _unflatten(ntype, data, children)
+        value = unflatten_node(ntype, data, children)
     return value
 
 

@@ -43,7 +43,7 @@ def same_structure(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> bool:
         ``True`` if the structures are equal, else ``False``.
     """
     try:
-        flatten(a, is_leaf)[1]._walk(b, "b", strict=True, is_leaf=is_leaf)
+        flatten(a, is_leaf)[1]._guide(b, "b", strict=True, is_leaf=is_leaf)
     except StructureMismatchError:
         return False
     return True
@@ -70,7 +70,7 @@ def assert_same_structure(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> N
     """
     __tracebackhide__ = True  # pytest shows the caller's line and the message, not this frame
     try:
-        flatten(a, is_leaf)[1]._walk(b, "b", strict=True, is_leaf=is_leaf)
+        flatten(a, is_leaf)[1]._guide(b, "b", strict=True, is_leaf=is_leaf)
     except StructureMismatchError as error:
         raise StructureAssertionError.of(error) from None
 
@@ -221,7 +221,7 @@ def align(
         size = nodes[end][4]
         sub = treedef if size == len(nodes) else TreeDef._trusted(nodes[end - size + 1 : end + 1])
         errors: list[tuple[int, int, StructureMismatchError]] = []
-        others = sub._walk(y, label, True, b_is_leaf, None, errors)
+        others = sub._guide(y, label, True, b_is_leaf, None, errors)
         e = skip = 0
         for i in range(len(others) + 1):
             while e < len(errors) and errors[e][0] == i:

@@ -25,8 +25,9 @@ def guide(
     is_leaf: Callable[[Any], bool] | None = None,
     paths: list[KeyPath] | None = None,
     errors: list[tuple[int, int, StructureMismatchError]] | None = None,
-    _again: bool = False,
-    _raised: tuple[int, Exception] | None = None,
+    *,
+    again: bool = False,
+    raised: tuple[int, Exception] | None = None,
 ) -> list[Any]:
     """The one guided walker: match ``tree`` against ``nodes`` (a treedef's); errors name the leftmost mismatch.
 
@@ -35,7 +36,7 @@ def guide(
     last child first), so that a node's children go on the stack in one ``extend``, and
     reverses its results at the end. Keys are tracked only with ``paths`` or ``errors``:
     the happy path makes no key entries, and a mismatch found without them is found
-    again with them (``_again``). With keys, each mismatch and each failing flatten
+    again with them (``again``). With keys, each mismatch and each failing flatten
     function is noted (its key path kept as a link, its error made only if it is raised)
     and the walk goes on past its node; the one raised is the last noted, the leftmost:
     the one a left-to-right walk would meet first. Key paths are made only for ``paths``
@@ -46,20 +47,20 @@ def guide(
     under the mismatched node; those result slots hold ``None`` (and, in ``paths``, the
     node's key path). A failing flatten function still raises (the leftmost one).
 
-    ``_raised`` is ``(record index, exception)``: the flatten function of the subtree at
-    that record was called (by the walk without keys, or the C core's: ``NATIVE.up_to`` and
+    ``raised`` is ``(record index, exception)``: the flatten function of the subtree at
+    that record was called (by the walk without keys, or the C core's: ``NATIVE.guide`` and
     ``NATIVE.map`` hand such calls over) and raised that exception; the walk with keys
     takes it as that call's result instead of calling the function again. The walk raises
     it, or a mismatch to its left.
     """
-    if NATIVE is not None and paths is None and errors is None and not _again:  # without keys, in C
-        found_native = NATIVE.up_to(nodes, tree, strict, is_leaf)
+    if NATIVE is not None and paths is None and errors is None and not again:  # without keys, in C
+        found_native = NATIVE.guide(nodes, tree, strict, is_leaf)
         if type(found_native) is list:
             return found_native
         if found_native is not NATIVE.DEFER:  # (record index, exception): a flatten function raised
-            return guide(nodes, tree, label, strict, is_leaf, _again=True, _raised=found_native)
-    raised_at, raised = (-1, None) if _raised is None else _raised
-    with_path = paths is not None or errors is not None or _again
+            return guide(nodes, tree, label, strict, is_leaf, again=True, raised=found_native)
+    raised_at, raised_exc = (-1, None) if raised is None else raised
+    with_path = paths is not None or errors is not None or again
     want_paths = paths is not None
     out: list[Any] = []
     add = out.append
@@ -109,7 +110,7 @@ def guide(
                     found.append(_unlink(link))
                 continue
         elif j == raised_at and got is ntype:  # the C core's call of its flatten function raised
-            cause = raised
+            cause = raised_exc
         elif got is ntype:
             try:
                 if ntype is seq or ntype is tup:  # their flatten, without the call
@@ -142,7 +143,7 @@ def guide(
                 got_node = (ntype, data, len(children), 0, 0)
         if not with_path:  # found again with keys (a flatten function's exception passed on, not called again)
             failed = None if cause is None or type(cause) is Incomparable else (j, cause)
-            return guide(nodes, tree, label, strict, is_leaf, _again=True, _raised=failed)
+            return guide(nodes, tree, label, strict, is_leaf, again=True, raised=failed)
         # A mismatch, or a failing flatten function, at `sub`: noted, and its subtree skipped.
         if got is not None and got_node is None and cause is None:
             try:
@@ -159,8 +160,8 @@ def guide(
     out.reverse()
     if not with_path:
         return out
-    if raised is not None and not any(problem[6] is raised for problem in problems):
-        raise raised  # (the tree changed since the C core walked it: its exception as it is)
+    if raised_exc is not None and not any(problem[6] is raised_exc for problem in problems):
+        raise raised_exc  # (the tree changed since the C core walked it: its exception as it is)
     if problems:
         failures = [problem for problem in problems if problem[6] is not None]
         if errors is None or failures:

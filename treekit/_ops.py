@@ -178,7 +178,7 @@ def tree_leaves_with_path(
 
 
 def _rest_leaves(treedef: TreeDef, rest: tuple[Any, ...]) -> list[list[Any]]:
-    return [treedef._walk(r, f"rest[{k}]") for k, r in enumerate(rest)]
+    return [treedef._guide(r, f"rest[{k}]") for k, r in enumerate(rest)]
 
 
 def _trees(n_rest: int, first: str = "tree", rest: str = "rest") -> str:
@@ -253,7 +253,7 @@ def tree_map(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: IsLeaf
         TreeCycleError: If ``tree`` holds a cycle.
     """
     if NATIVE is not None:  # the same walks, fused in C; anything unusual comes back here
-        out = NATIVE.map(f, tree, rest, is_leaf, False, False, _map_failed)
+        out = NATIVE.map(f, tree, rest, is_leaf, _map_failed)
         if out is not _DEFER:
             return out
     leaves, treedef, _ = flatten(tree, is_leaf)
@@ -296,7 +296,7 @@ def tree_map_with_path(
         TreeCycleError: If ``tree`` holds a cycle.
     """
     if NATIVE is not None:  # the same walks, fused in C; anything unusual comes back here
-        out = NATIVE.map(f, tree, rest, is_leaf, True, is_leaf_takes_path, _map_failed)
+        out = NATIVE.map(f, tree, rest, is_leaf, _map_failed, with_path=True, leaf_takes_path=is_leaf_takes_path)
         if out is not _DEFER:
             return out
     leaves, treedef, paths = flatten(tree, is_leaf, True, is_leaf_takes_path)

@@ -103,7 +103,7 @@ def partition(tree: Any, predicate_or_mask: Any) -> tuple[Any, Any]:
     else:
         picks, treedef, _ = flatten(predicate_or_mask)
         picks = [bool(m) for m in picks]
-        subtrees = treedef._walk(tree, "tree")
+        subtrees = treedef._guide(tree, "tree")
     selected = [sub if pick else tree_map(_none, sub) for pick, sub in zip(picks, subtrees)]
     rest = [tree_map(_none, sub) if pick else sub for pick, sub in zip(picks, subtrees)]
     return treedef._build(selected), treedef._build(rest)

@@ -54,10 +54,10 @@ def tree_transpose(outer_treedef: TreeDef, inner_treedef: TreeDef | None, pytree
         inner_treedef = as_treedef(inner_treedef, "inner_treedef")
     try:
         if inner_treedef is None:
-            first = outer_treedef._walk(pytree_to_transpose, "pytree_to_transpose")
+            first = outer_treedef._guide(pytree_to_transpose, "pytree_to_transpose")
             inner_treedef = flatten(first[0] if first else None)[1]
         composed = outer_treedef.compose(inner_treedef)
-        flat = composed._walk(pytree_to_transpose, "pytree_to_transpose", strict=True)
+        flat = composed._guide(pytree_to_transpose, "pytree_to_transpose", strict=True)
     except StructureMismatchError as err:
         leaves, treedef, _ = flatten(pytree_to_transpose)
         if inner_treedef is None or not _same_but_registered(composed._nodes, treedef._nodes):
@@ -115,7 +115,7 @@ def broadcast(
     and ``full_tree``'s leaves chosen by ``full_is_leaf``."""
     values, prefix = flatten(prefix_tree, is_leaf)[:2]
     full = flatten(full_tree, full_is_leaf)[1]
-    subtrees = prefix._walk(full_tree, label)
+    subtrees = prefix._guide(full_tree, label)
     out: list[Any] = []
     for value, subtree in zip(values, subtrees):
         out.extend([value] * flatten(subtree, full_is_leaf)[1].num_leaves)

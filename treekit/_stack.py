@@ -47,7 +47,7 @@ def tree_stack(trees: Sequence[Any]) -> Any:
     if not trees:
         raise ValueError("trees: expected at least one tree, got an empty sequence")
     first, treedef, _ = flatten(trees[0], label="trees[0]")
-    columns = [first] + [treedef._walk(t, f"trees[{k}]", strict=True) for k, t in enumerate(trees) if k]
+    columns = [first] + [treedef._guide(t, f"trees[{k}]", strict=True) for k, t in enumerate(trees) if k]
     stacked = []
     for j, xs in enumerate(zip(*columns)):
         try:

@@ -333,7 +333,7 @@ def scale_by_adam(
 def _against(state_tree: Any, grads: Any) -> Any:
     """``state_tree``, after checking that ``grads`` has its structure (labelled ``grads``)."""
     _, treedef, _ = flatten(state_tree)
-    treedef._walk(grads, "grads", strict=True)
+    treedef._guide(grads, "grads", strict=True)
     return state_tree
 
 

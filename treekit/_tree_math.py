@@ -102,7 +102,7 @@ def zip_trees(name: str, f: Callable[..., Any], tree_x: Any, others: dict[str, A
     :func:`treekit.tree_map`'s): ``tree_add: x + y raised at ['w'] (leaves of tree_x, tree_y)``.
     """
     leaves, treedef, _ = flatten(tree_x)
-    columns = [leaves, *(treedef._walk(tree, label, strict=True) for label, tree in others.items())]
+    columns = [leaves, *(treedef._guide(tree, label, strict=True) for label, tree in others.items())]
 
     def path_of(index: int) -> KeyPath:
         paths = flatten(tree_x, None, True)[2]

@@ -1,26 +1,25 @@
 """TreeDef: a tree's structure as flat post-order node records, compared, hashed, pickled and
-shown; unflatten (and its builders); the guided walk is ``_guide``'s."""
+shown; unflatten's builders are ``_build``'s, the guided walk ``_guide``'s."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import Any
 
+from treekit._build import Builder, compiled, interpret, leaves_changed
 from treekit._core import NATIVE
 from treekit._errors import (
     StructureMismatchError,
     count_children,
     safe_repr,
-    unflatten_noted,
 )
 from treekit._guide import guide
 from treekit._keys import KeyPath
 from treekit._mismatch import DATA_HINT, Incomparable, describe, same_node_data
 from treekit._one_level import node_record_data, plain_data
 from treekit._records import LEAF, Node, checked_records
-from treekit._registry import DICT, LIST, NAMEDTUPLE, NONE, TUPLE, NodeType, sequence_keys
+from treekit._registry import TUPLE, sequence_keys
 
 __all__ = [
     "CONVERTERS",
@@ -179,12 +178,12 @@ class TreeDef:
             tree = NATIVE.build(self._nodes, leaves)
             if tree is not NATIVE.DEFER:
                 return tree
-        count = len(leaves)  # (before _compiled: its look-up compares node data, which may run code)
+        count = len(leaves)  # (before compiled: its look-up compares node data, which may run code)
         build = self._builder
         if build is None:
-            build = _compiled(self)
+            build = compiled(self._nodes)
             if build is None:
-                build = _interpret
+                build = interpret
             else:
                 self._builder = build
         try:
@@ -216,9 +215,9 @@ class TreeDef:
             StructureMismatchError: If ``tree`` differs from this structure above its leaves;
                 the message names the first differing key path.
         """
-        return self._walk(tree, "tree")
+        return self._guide(tree, "tree")
 
-    def _walk(
+    def _guide(
         self,
         tree: Any,
         label: str,
@@ -226,11 +225,9 @@ class TreeDef:
         is_leaf: Callable[[Any], bool] | None = None,
         paths: list[KeyPath] | None = None,
         errors: list[tuple[int, int, StructureMismatchError]] | None = None,
-        _again: bool = False,
-        _raised: tuple[int, Exception] | None = None,
     ) -> list[Any]:
         """The guided walk of ``tree`` over this structure: :func:`treekit._guide.guide`."""
-        return guide(self._nodes, tree, label, strict, is_leaf, paths, errors, _again, _raised)
+        return guide(self._nodes, tree, label, strict, is_leaf, paths, errors)
 
     # -- structure queries ----------------------------------------------------------------------
     def children(self) -> list[TreeDef]:
@@ -452,162 +449,6 @@ def as_treedef(value: Any, label: str) -> TreeDef:
         if treedef is not None:
             return treedef
     raise TypeError(f"{label}: expected a TreeDef, got {type(value).__name__} {safe_repr(value, 60)}")
-
-
-# -- building: interpreted, and compiled for structures built again and again -----------------
-# A builder takes (nodes, leaves) and returns the tree. Every structure is built by
-# `_interpret` (a loop over the records) until it has been built _COMPILE_AT times; then it
-# gets Python code of its own (see `_compile`) that builds the whole tree without a loop or
-# a call per built-in node. The code depends only on each record's node type and arity;
-# node data is read from the records at each call, so one builder serves every equal
-# TreeDef (dict insertion order included).
-#
-# What is remembered is bounded and keeps little alive: builds are counted by the
-# structure's hash alone (ints: no node data is kept for a structure built a few times);
-# only compiled structures are kept, with their node data, at most _BUILDERS_NODES records
-# in all (the oldest go first); a structure too big to compile is never remembered.
-Builder = Callable[[tuple[Node, ...], list[Any]], Any]
-_COMPILE_AT = 8
-_MAX_COMPILED_NODES = 20_000  # bigger trees: compiling costs more than it saves
-_SLICE_FROM = 6  # a node with more leaf children than this takes them as one slice
-# hash of a structure (node data included) -> builds so far, or -1 for one the compiler refused
-_COUNTS: dict[int, int] = {}
-_COUNTS_LIMIT = 4096
-# compiled structures (a TreeDef's nodes: hashed at C speed), oldest first -> their builder
-_BUILDERS: dict[tuple[Node, ...], Builder] = {}
-_BUILDERS_NODES = 100_000
-_builders_held = [0]  # records in _BUILDERS' keys
-_BUILD_LOCK = threading.Lock()  # for the writes to _COUNTS and _BUILDERS (reads take none)
-
-
-def leaves_changed(count: int, now: int) -> ValueError:
-    """The error for a leaves list that user code changed while a tree was built from it (the
-    native builder raises it too)."""
-    return ValueError(
-        f"leaves: expected the list to keep its {count} leaves while the tree is built, got {now} "
-        "(an unflatten function changed it)"
-    )
-
-
-def _interpret(nodes: tuple[Node, ...], leaves: list[Any]) -> Any:
-    stack: list[Any] = []
-    push = stack.append
-    it = iter(leaves)
-    for ntype, data, arity, _, _ in nodes:
-        if ntype is None:
-            push(next(it))
-        elif arity:
-            children = stack[-arity:]
-            del stack[-arity:]
-            push(_unflatten(ntype, data, children))
-        else:
-            push(_unflatten(ntype, data, []))
-    return stack[0]
-
-
-def _compiled(treedef: TreeDef) -> Builder | None:
-    """The builder of ``treedef``'s structure, counting this build: None until it has been
-    built ``_COMPILE_AT`` times, then its compiled code, or ``_interpret`` for good."""
-    nodes = treedef._nodes
-    if len(nodes) > _MAX_COMPILED_NODES:
-        return _interpret
-    try:
-        build = _BUILDERS.get(nodes)
-        if build is not None:
-            return build
-        key = hash(nodes)
-    except Exception:  # node data that does not hash or compare: never compiled
-        return _interpret
-    count = _COUNTS.get(key, 0)
-    if count < 0:
-        return _interpret
-    if count + 1 < _COMPILE_AT:
-        with _BUILD_LOCK:
-            if key not in _COUNTS:
-                while len(_COUNTS) >= _COUNTS_LIMIT:  # the oldest counts go first
-                    del _COUNTS[next(iter(_COUNTS))]
-            _COUNTS[key] = count + 1
-        return None
-    build = _compile(nodes)
-    with _BUILD_LOCK:
-        if build is None:  # the compiler's limits: interpreted for good
-            _COUNTS[key] = -1
-            return _interpret
-        _COUNTS.pop(key, None)
-        if nodes not in _BUILDERS:
-            _BUILDERS[nodes] = build
-            _builders_held[0] += len(nodes)
-            while _builders_held[0] > _BUILDERS_NODES and len(_BUILDERS) > 1:  # the oldest go first
-                oldest = next(iter(_BUILDERS))
-                del _BUILDERS[oldest]
-                _builders_held[0] -= len(oldest)
-    return build
-
-
-def _compile(nodes: tuple[Node, ...]) -> Builder | None:
-    """Python code that builds a tree of this structure (None for a very big one).
-
-    One statement per node with children, in post-order: ``v7 = [L[0], v3, L[4]]``. Children
-    that are consecutive leaves, if there are many, come as one slice of the leaves.
-    """
-    if len(nodes) > _MAX_COMPILED_NODES:
-        return None
-    lines = ["def build(N, L):"]
-    parts: list[str] = []  # the expression of each finished subtree not yet used by a parent
-    leaf = 0
-    for j, (ntype, _, arity, num_leaves, num_nodes) in enumerate(nodes):
-        if ntype is None:
-            parts.append(f"L[{leaf}]")
-            leaf += 1
-            continue
-        kids = parts[len(parts) - arity :]
-        del parts[len(parts) - arity :]
-        if arity > _SLICE_FROM and num_leaves == arity and num_nodes == arity + 1:  # all children are leaves
-            many = f"L[{leaf - arity}:{leaf}]"
-        else:
-            many = f"[{', '.join(kids)}]"
-        if ntype is LIST:
-            src = many
-        elif ntype is TUPLE:
-            src = f"tuple({many})" if arity > _SLICE_FROM else f"({kids[0]},)" if arity == 1 else f"({', '.join(kids)})"
-        elif ntype is NONE:
-            src = "None"
-        elif ntype is DICT and arity:
-            # keys kept in another order than the sorted one (a `SortedKeys`) are put back in it
-            lines.append(f"    d = N[{j}][1]")
-            lines.append("    if type(d) is tuple:")
-            if arity > _SLICE_FROM:
-                lines.append(f"        v{j} = dict(zip(d, {many}))")
-                lines.append(f"    else: v{j} = dict(zip(d.original, d.put({many})))")
-            else:  # dict displays; a `SortedKeys` puts the children in insertion order first
-                lines.append(f"        v{j} = {{{', '.join(f'd[{i}]: {kid}' for i, kid in enumerate(kids))}}}")
-                lines.append(f"    else:\n        o = d.original; t = d.put(({', '.join(kids)},))")
-                lines.append(f"        v{j} = {{{', '.join(f'o[{i}]: t[{i}]' for i in range(arity))}}}")
-            parts.append(f"v{j}")
-            continue
-        elif ntype is NAMEDTUPLE:
-            src = f"N[{j}][1](*{many})" if arity > _SLICE_FROM else f"N[{j}][1]({', '.join(kids)})"
-        else:
-            src = f"U(N[{j}][0], N[{j}][1], {many})"
-        lines.append(f"    v{j} = {src}")
-        parts.append(f"v{j}")
-    lines.append(f"    return {parts[0]}")
-    namespace: dict[str, Any] = {"U": _unflatten, "dict": dict, "tuple": tuple, "type": type, "zip": zip}
-    try:
-        exec(compile("\n".join(lines), "<treekit builder>", "exec"), namespace)
-    except Exception:  # the compiler's limits (RecursionError, MemoryError, ...): stay interpreted
-        return None
-    return namespace["build"]  # type: ignore[no-any-return]
-
-
-def _unflatten(ntype: NodeType, data: Any, children: list[Any]) -> Any:
-    try:
-        return ntype.unflatten(data, children)
-    except Exception as exc:  # the user's exception goes on, noted with the node it was building
-        if ntype.kind != "custom" and ntype.kind != "dataclass":
-            raise
-        unflatten_noted(ntype.type, data, len(children), exc)  # (the native builder's note too)
-        raise
 
 
 def tuple_of(treedefs: Iterable[TreeDef]) -> TreeDef:

@@ -223,7 +223,7 @@ def apply_updates(params: Any, updates: Any) -> Any:
     """
     leaves, treedef, _ = flatten(params)
     out = []
-    for j, (p, u) in enumerate(zip(leaves, treedef._walk(updates, "updates", strict=True))):
+    for j, (p, u) in enumerate(zip(leaves, treedef._guide(updates, "updates", strict=True))):
         try:
             new = p + u
             if type(new) is not type(p) or dtype_of(new) != dtype_of(p):  # as optax: an array of p's dtype

@@ -1,18 +1,18 @@
-/* build.c mirrors treekit._treedef._interpret (what TreeDef._build runs): the tree of a
+/* build.c mirrors treekit._build.interpret (what TreeDef._build runs): the tree of a
  * structure from its post-order records and its leaves. Lists, tuples, dicts, None and
  * namedtuples are made here. A node registered with register_pytree_node (or _with_keys)
  * gets its user's unflatten function called here, as the entry's unflatten function calls
  * it (`unflatten_func(node_data, children as a tuple)`); should that raise, its exception is
- * noted as treekit._treedef._unflatten notes it (errors.h), so a user's exception comes out
- * exactly as in the pure core. Every other node goes through _unflatten, the Python function
+ * noted as treekit._build.unflatten_node notes it (errors.h), so a user's exception comes out
+ * exactly as in the pure core. Every other node goes through unflatten_node, the Python function
  * that calls the entry's unflatten function and words its errors. */
 #include "build.h"
 
-/* The `_Keys` met in this build, read once each (direct-mapped by address): a parameter
+/* The `SortedKeys` met in this build, read once each (direct-mapped by address): a parameter
  * tree's layers share a few. */
 #define KEY_ORDERS 8
 typedef struct {
-    PyObject *keys;      /* owned or NULL: the `_Keys` */
+    PyObject *keys;      /* owned or NULL: the `SortedKeys` */
     PyObject *original;  /* owned: its `original` (insertion order), a tuple */
     Py_ssize_t at[8];    /* its `positions`, when it has at most 8 keys */
 } LastKeys;
@@ -22,7 +22,7 @@ static void last_keys_clear(LastKeys *last) {
     Py_CLEAR(last->original);
 }
 
-/* Read a `_Keys` of n keys into `last` (references taken): 0, or -1 (no exception) if it is
+/* Read a `SortedKeys` of n keys into `last` (references taken): 0, or -1 (no exception) if it is
  * not of that shape. */
 static int read_keys(LastKeys *last, PyObject *keys, Py_ssize_t n) {
     last_keys_clear(last);
@@ -149,7 +149,7 @@ static PyObject *dict_of(PyObject *original, PyObject *positions, PyObject **kid
     return d;
 }
 
-/* A dict for a `_Keys` not read into its slot (more than 8 keys, or another shape).
+/* A dict for a `SortedKeys` not read into its slot (more than 8 keys, or another shape).
  * Return value: New reference; NULL, an exception set or not (the caller defers either way). */
 static PyObject *dict_of_order(PyObject *keys, PyObject **kids, Py_ssize_t n) {
     PyObject *attrs = PyTuple_Check(keys) ? PyObject_GenericGetDict(keys, NULL) : NULL, *d = NULL;
@@ -167,7 +167,7 @@ static PyObject *dict_of_order(PyObject *keys, PyObject **kids, Py_ssize_t n) {
     return d;
 }
 
-/* A dict from its keys in leaf order (a tuple, or a `_Keys`, which puts the children back
+/* A dict from its keys in leaf order (a tuple, or a `SortedKeys`, which puts the children back
  * in insertion order) and its n children in leaf order. TK_OK (*out: a new reference), or
  * TK_DEFER (no exception): node data of another shape, or an error on the way, for the
  * Python builder. */
@@ -177,7 +177,7 @@ static tk_status make_dict(PyObject *keys, PyObject **kids, Py_ssize_t n, LastKe
         if (PyTuple_GET_SIZE(keys) == n && (n <= 8 || from_template(keys, keys, NULL, kids, n, &d) == 0))
             d = dict_of(keys, NULL, kids, n);
     } else {
-        /* a `_Keys`: its `original` keys (insertion order) and the `positions` of each in leaf order */
+        /* a `SortedKeys`: its `original` keys (insertion order) and the `positions` of each in leaf order */
         last += ((uintptr_t)keys >> 4) % KEY_ORDERS; /* its slot */
         if (keys == last->keys || read_keys(last, keys, n) == 0) {
             d = PyDict_New();
@@ -226,7 +226,7 @@ static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
 }
 
 /* A custom node from its n children: the user's function called directly (its exception
- * noted as the pure core notes it), or treekit._treedef._unflatten, which calls the entry's
+ * noted as the pure core notes it), or treekit._build.unflatten_node, which calls the entry's
  * unflatten function and words its errors. Return value: New reference; NULL with an exception. */
 static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, PyObject **kids, Py_ssize_t n) {
     PyObject *func = user_unflatten(u, ntype), *made = NULL;

@@ -3,7 +3,7 @@
  * _native.cache_info()). What a walk remembers only while it runs (the context's memo and
  * last dicts: node.h; its shared records: records.h) is not here.
  *
- * What they hold: the keys of big dicts met (and tuples, `_Keys`, DictKey entries and dicts
+ * What they hold: the keys of big dicts met (and tuples, `SortedKeys`, DictKey entries and dicts
  * of None made of them; keys as treekit._registry.ORDERS holds them, bounded by keys in all),
  * ints, key entries of ints, the registry's own list/tuple/None entries, texts; never a
  * leaf, nor node data of a user's node: a tree dropped is freed but for its big dicts' keys
@@ -19,7 +19,7 @@
  * their key objects in insertion order, bounded by keys in all (see dict.c) */
 #define TK_SMALL_DICT 8
 typedef struct {
-    PyObject *data;     /* owned or NULL: a key tuple or a `_Keys` */
+    PyObject *data;     /* owned or NULL: a key tuple or a `SortedKeys` */
     PyObject *original; /* owned or NULL: the keys in insertion order, a tuple */
     Py_ssize_t *at;     /* PyMem or NULL (insertion order is leaf order): where each key's value goes */
 } tk_big_dict;

@@ -1,5 +1,5 @@
 /* dict.c: dicts, for both walkers. It mirrors treekit._registry._flatten_dict (children in
- * sorted-key order; node data the sorted key tuple, or the shared `_Keys` of ORDERS that
+ * sorted-key order; node data the sorted key tuple, or the shared `SortedKeys` of ORDERS that
  * remembers the insertion order) and _dict_entries (the DictKey entries of node data). */
 #include "node.h"
 
@@ -178,8 +178,8 @@ static int keys_sorted(PyObject *keys, Py_ssize_t n, int *ran_python) {
 }
 
 /* The children of a dict of insertion order `keys` (values `values`) put in sorted-key
- * order by the shared `_Keys` of ORDERS for that order, which must have been made from these
- * very key objects. TK_OK (new references in *kids, *data: the `_Keys`), TK_DEFER. */
+ * order by the shared `SortedKeys` of ORDERS for that order, which must have been made from these
+ * very key objects. TK_OK (new references in *kids, *data: the `SortedKeys`), TK_DEFER. */
 static tk_status by_order(Ctx *c, PyObject *keys, PyObject *values, PyObject **kids, PyObject **data,
                           int *ran_python) {
     Py_ssize_t n = PyTuple_GET_SIZE(keys);
@@ -226,7 +226,7 @@ static tk_status by_order(Ctx *c, PyObject *keys, PyObject *values, PyObject **k
 }
 
 /* For a dict whose keys are inserted sorted (node data: the key tuple) or whose insertion
- * order has a shared `_Keys` in ORDERS made from these very key objects. */
+ * order has a shared `SortedKeys` in ORDERS made from these very key objects. */
 tk_status tk_flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, int *ran_python) {
     Py_ssize_t n = PyDict_GET_SIZE(d);
     int served = as_last(c, d, n, kids, data);
@@ -263,7 +263,7 @@ PyObject *tk_dict_entries(Ctx *c, PyObject *keys) {
         return last->entries;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(keys);
-    /* node data shared from call to call: a `_Keys`, or that of a big dict remembered */
+    /* node data shared from call to call: a `SortedKeys`, or that of a big dict remembered */
     int shared = n > TK_SMALL_DICT && (!PyTuple_CheckExact(keys) || tk_big_holds(keys));
     PyObject *out = shared ? tk_kept(keys, TK_KEPT_ENTRIES) : NULL;
     if (out != NULL) return out;

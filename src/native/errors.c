@@ -1,7 +1,7 @@
 /* errors.c: the calls to the Python functions that word the native core's errors (see
  * errors.h): treekit._errors.flatten_noted, not_a_bool and unflatten_noted,
- * treekit._traverse._frame_keys and changed_error, treekit._treedef.leaves_changed and
- * TreeDef._walk, treekit._ops._map_failed (given by its caller). */
+ * treekit._traverse._frame_keys and changed_error, treekit._build.leaves_changed,
+ * treekit._guide.guide, treekit._ops._map_failed (given by its caller). */
 #include "errors.h"
 
 /* Raise `exc`, an exception instance made by a Python function (NULL: its error is set). */
@@ -87,21 +87,21 @@ PyObject *tk_fetch_raised(Py_ssize_t j) {
     return out;
 }
 
-tk_status tk_walk_raised(PyObject *nodes, PyObject *tree, Py_ssize_t k, PyObject *raised) {
-    PyObject *treedef = tk_treedef(nodes);
-    PyObject *label = treedef == NULL ? NULL : PyUnicode_FromFormat("rest[%zd]", k);
+tk_status tk_guide_raised(PyObject *nodes, PyObject *tree, Py_ssize_t k, PyObject *raised) {
+    PyObject *guide = PyObject_GetAttr(tk_state.guide_mod, tk_state.s_guide);
+    PyObject *label = guide == NULL ? NULL : PyUnicode_FromFormat("rest[%zd]", k);
     PyObject *kwnames = label == NULL ? NULL : PyTuple_Pack(2, tk_state.s_again, tk_state.s_raised);
     if (kwnames != NULL) {
-        PyObject *args[5] = {treedef, tree, label, Py_True, raised};
-        PyObject *r = PyObject_VectorcallMethod(tk_state.s_walk, args, 3, kwnames);
+        PyObject *args[5] = {nodes, tree, label, Py_True, raised};
+        PyObject *r = PyObject_Vectorcall(guide, args, 3, kwnames);
         if (r != NULL) { /* it should have raised */
             Py_DECREF(r);
-            PyErr_SetString(PyExc_SystemError, "treekit._treedef.TreeDef._walk returned for a flatten function that raised");
+            PyErr_SetString(PyExc_SystemError, "treekit._guide.guide returned for a flatten function that raised");
         }
     }
     Py_XDECREF(kwnames);
     Py_XDECREF(label);
-    Py_XDECREF(treedef);
+    Py_XDECREF(guide);
     return TK_ERROR;
 }
 
@@ -127,7 +127,7 @@ void tk_unflatten_failed(PyObject *ntype, PyObject *data, Py_ssize_t n) {
 
 void tk_leaves_changed(Py_ssize_t count, Py_ssize_t now) {
     PyObject *a = PyLong_FromSsize_t(count), *b = a == NULL ? NULL : PyLong_FromSsize_t(now), *exc = NULL;
-    if (b != NULL) exc = PyObject_CallMethodObjArgs(tk_state.treedef_mod, tk_state.s_leaves_changed, a, b, NULL);
+    if (b != NULL) exc = PyObject_CallMethodObjArgs(tk_state.build_mod, tk_state.s_leaves_changed, a, b, NULL);
     Py_XDECREF(a);
     Py_XDECREF(b);
     raise_made(exc);

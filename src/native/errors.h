@@ -23,16 +23,16 @@ TK_API void tk_changed_error(PyObject *label, PyObject *ancestors, PyObject *nod
 /* treekit._errors.not_a_bool's error: an is_leaf that answered `answer` at key path `at`. */
 TK_API void tk_not_a_bool(PyObject *label, PyObject *at, PyObject *answer);
 /* The current exception as (j, exc), exc with its traceback, none set after: what the guided
- * walk gives TreeDef._walk to word (see guide.c). Return value: New reference. */
+ * walk gives treekit._guide.guide to word (see guide.c). Return value: New reference. */
 TK_API PyObject *tk_fetch_raised(Py_ssize_t j);
-/* TreeDef(nodes)._walk(tree, 'rest[k]', True, _again=True, _raised=raised): it raises the
+/* treekit._guide.guide(nodes, tree, 'rest[k]', again=True, raised=raised): it raises the
  * error for rest[k]'s flatten function that raised. Always returns TK_ERROR. */
-TK_API tk_status tk_walk_raised(PyObject *nodes, PyObject *tree, Py_ssize_t k, PyObject *raised);
+TK_API tk_status tk_guide_raised(PyObject *nodes, PyObject *tree, Py_ssize_t k, PyObject *raised);
 /* The user's exception (set), raised by the unflatten function of entry `ntype` building a
- * node of n children with node data `data`: noted as treekit._treedef._unflatten notes it,
+ * node of n children with node data `data`: noted as treekit._build.unflatten_node notes it,
  * without calling that function again. */
 TK_API void tk_unflatten_failed(PyObject *ntype, PyObject *data, Py_ssize_t n);
-/* treekit._treedef.leaves_changed's error: a leaves list changed while it was built from. */
+/* treekit._build.leaves_changed's error: a leaves list changed while it was built from. */
 TK_API void tk_leaves_changed(Py_ssize_t count, Py_ssize_t now);
 /* The current exception (an Exception), raised by f on row `row` of tree_map: `failed`
  * (treekit._ops._map_failed) called with it, which raises what the pure core raises. */

@@ -1,4 +1,4 @@
-/* guide.c mirrors treekit._treedef.TreeDef._walk (the one guided walker) without keys: the
+/* guide.c mirrors treekit._guide.guide (the one guided walker) without keys: the
  * subtrees of a tree at a structure's leaves, the structure given as its post-order
  * records. As the Python walker, it takes the records in reverse (root first, last child
  * first) with an explicit stack of subtrees, so any depth works. A mismatch, or anything
@@ -164,7 +164,7 @@ static tk_status step(Guide *g, Py_ssize_t *j) {
     return how;
 }
 
-tk_status tk_up_to(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, PyObject **result) {
+tk_status tk_guide(PyObject *records, PyObject *tree, int strict, PyObject *is_leaf, PyObject **result) {
     *result = NULL;
     if (!PyTuple_CheckExact(records)) return TK_DEFER;
     Py_ssize_t j = PyTuple_GET_SIZE(records);

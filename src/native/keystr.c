@@ -13,7 +13,7 @@ static int entry_class(PyObject *entry) {
          : cls == tk_state.GetAttrKey  ? TK_GETATTR_KEY  : cls == tk_state.FlattenedIndexKey ? TK_FLAT_KEY : -1;
 }
 
-/* One entry's text, as its __str__ (simple=0) or treekit._keys._simple (simple=1) gives it.
+/* One entry's text, as its __str__ (simple=0) or treekit._keys.simple_text (simple=1) gives it.
  * Return value: New reference. The four built-in entries are read here; any other through str(). */
 static PyObject *entry_text(PyObject *entry, int simple) {
     int k = entry_class(entry);
@@ -116,7 +116,7 @@ static int plain_ascii(PyObject *v, unsigned char kind) {
     return 1;
 }
 
-/* The texts of the built-in entries as __str__ (or _simple) gives them, for the values whose
+/* The texts of the built-in entries as __str__ (or simple_text) gives them, for the values whose
  * text is plain ASCII: 0, or -1 (no exception) if this entry is not of that kind. */
 static int piece_of(PyObject *entry, int simple, Piece *p) {
     p->pre = p->post = "";

@@ -24,13 +24,13 @@ static tk_status map_inputs(Map *m) {
     tk_status how = tk_walk(m->tree, m->is_leaf, m->with_path, m->takes_path, m->leaves, &m->nodes, m->paths, NULL);
     Py_ssize_t k = 0;
     for (; how == TK_OK && k < m->nrest; k++) {
-        how = tk_up_to(m->nodes, PyTuple_GET_ITEM(m->rest, k), 0, NULL, &m->columns[k]);
+        how = tk_guide(m->nodes, PyTuple_GET_ITEM(m->rest, k), 0, NULL, &m->columns[k]);
         if (how == TK_OK) PyObject_GC_UnTrack(m->columns[k]);
     }
-    if (how == TK_RAISED) { /* rest[k - 1]'s flatten function raised: TreeDef._walk words it, not calling it again */
+    if (how == TK_RAISED) { /* rest[k - 1]'s flatten function raised: treekit._guide.guide words it, not calling it again */
         PyObject *raised = m->columns[k - 1];
         m->columns[k - 1] = NULL;
-        how = tk_walk_raised(m->nodes, PyTuple_GET_ITEM(m->rest, k - 1), k - 1, raised);
+        how = tk_guide_raised(m->nodes, PyTuple_GET_ITEM(m->rest, k - 1), k - 1, raised);
         Py_DECREF(raised);
     }
     return how;

@@ -5,11 +5,11 @@
  *       treekit._traverse.flatten; hands a tree it does not finish to pure_flatten
  *   leaves(tree, is_leaf=None)          treekit._traverse.leaves (no records made)
  *   flatten_pairs(tree, is_leaf, leaf_takes_path)   treekit._traverse.flatten_pairs
- *   build(nodes, leaves)                treekit._treedef._interpret; DEFER: let Python build it
- *   up_to(nodes, tree, strict=False, is_leaf=None)
- *       treekit._treedef.TreeDef._walk without keys; DEFER: let Python walk it; a tuple
+ *   build(nodes, leaves)                treekit._build.interpret; DEFER: let Python build it
+ *   guide(nodes, tree, strict=False, is_leaf=None)
+ *       treekit._guide.guide without keys; DEFER: let Python walk it; a tuple
  *       (record index, exception): the flatten function there raised it
- *   map(f, tree, rest, is_leaf, with_path, leaf_takes_path, failed)
+ *   map(f, tree, rest, is_leaf, failed, *, with_path=False, leaf_takes_path=False)
  *       treekit._ops.tree_map / tree_map_with_path; DEFER: let Python map it
  *   keystr(keys, simple, separator)     treekit._keys.keystr; DEFER: let Python join it
  *   keystr_function(pure, module)       treekit.keystr, a built-in function (keystr.h)
@@ -138,34 +138,46 @@ static PyObject *build(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     return how == TK_DEFER ? defer() : tree;
 }
 
-/* up_to(nodes, tree, strict=False, is_leaf=None) -> list of subtrees, DEFER, or (record
+/* guide(nodes, tree, strict=False, is_leaf=None) -> list of subtrees, DEFER, or (record
  * index, exception) where a flatten function raised. Return value: New reference. */
-static PyObject *up_to(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *guide(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 2 || nargs > 4) {
-        PyErr_SetString(PyExc_TypeError, "up_to(nodes, tree, strict=False, is_leaf=None)");
+        PyErr_SetString(PyExc_TypeError, "guide(nodes, tree, strict=False, is_leaf=None)");
         return NULL;
     }
     if (tk_ready() < 0) return NULL;
     int strict = nargs > 2 ? PyObject_IsTrue(args[2]) : 0;
     if (strict < 0) return NULL;
     PyObject *is_leaf = nargs > 3 && args[3] != Py_None ? args[3] : NULL, *out;
-    tk_status how = tk_up_to(args[0], args[1], strict, is_leaf, &out);
-    return how == TK_DEFER ? defer() : out; /* TK_RAISED: (record index, exception), for _walk to word */
+    tk_status how = tk_guide(args[0], args[1], strict, is_leaf, &out);
+    return how == TK_DEFER ? defer() : out; /* TK_RAISED: (record index, exception), for treekit._guide.guide to word */
 }
 
-/* map(f, tree, rest, is_leaf, with_path, leaf_takes_path, failed) -> the tree, or DEFER.
- * Return value: New reference. */
-static PyObject *map(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7 || !PyTuple_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "map(f, tree, rest: tuple, is_leaf, with_path, leaf_takes_path, failed)");
+/* map(f, tree, rest, is_leaf, failed, *, with_path=False, leaf_takes_path=False) -> the tree,
+ * or DEFER. Return value: New reference. */
+static PyObject *map(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    static const char usage[] = "map(f, tree, rest: tuple, is_leaf, failed, *, with_path=False, leaf_takes_path=False)";
+    if (nargs != 5 || !PyTuple_CheckExact(args[2]) || tk_ready() < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, usage);
         return NULL;
     }
-    if (tk_ready() < 0) return NULL;
-    int with_path = PyObject_IsTrue(args[4]), takes_path = PyObject_IsTrue(args[5]);
-    if (with_path < 0 || takes_path < 0) return NULL;
+    PyObject *flags[2] = {Py_False, Py_False}, *names[2] = {tk_state.s_with_path, tk_state.s_leaf_takes_path};
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *kw = PyTuple_GET_ITEM(kwnames, k);
+        int i = kw == names[0] || PyUnicode_Compare(kw, names[0]) == 0 ? 0
+              : kw == names[1] || PyUnicode_Compare(kw, names[1]) == 0 ? 1 : -1;
+        if (i < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, usage);
+            return NULL;
+        }
+        flags[i] = args[nargs + k];
+    }
+    int with_path = PyObject_IsTrue(flags[0]), takes_path = with_path < 0 ? -1 : PyObject_IsTrue(flags[1]);
+    if (takes_path < 0) return NULL;
     PyObject *is_leaf = args[3] == Py_None ? NULL : args[3], *out;
     if (takes_path && (!with_path || is_leaf == NULL)) takes_path = 0; /* nothing to call with a path */
-    tk_status how = tk_map(args[0], args[1], args[2], is_leaf, with_path, takes_path, args[6], &out);
+    tk_status how = tk_map(args[0], args[1], args[2], is_leaf, with_path, takes_path, args[4], &out);
     return how == TK_DEFER ? defer() : out;
 }
 
@@ -216,10 +228,10 @@ static PyMethodDef METHODS[] = {
     {"leaves", (PyCFunction)(void (*)(void))leaves, METH_FASTCALL,
      "treekit._traverse.leaves, in C (hands what it does not finish to the pure core)."},
     {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
-     "treekit._treedef._interpret, in C; returns DEFER to let Python build it."},
-    {"up_to", (PyCFunction)(void (*)(void))up_to, METH_FASTCALL,
-     "treekit._treedef.TreeDef._walk without keys, in C; returns DEFER to let Python walk it."},
-    {"map", (PyCFunction)(void (*)(void))map, METH_FASTCALL,
+     "treekit._build.interpret, in C; returns DEFER to let Python build it."},
+    {"guide", (PyCFunction)(void (*)(void))guide, METH_FASTCALL,
+     "treekit._guide.guide without keys, in C; returns DEFER to let Python walk it."},
+    {"map", (PyCFunction)(void (*)(void))map, METH_FASTCALL | METH_KEYWORDS,
      "treekit._ops.tree_map and tree_map_with_path, in C; returns DEFER to let Python map it."},
     {"flatten_pairs", (PyCFunction)(void (*)(void))flatten_pairs, METH_FASTCALL,
      "treekit._traverse.flatten_pairs, in C (hands what it does not finish to the pure core)."},

@@ -24,7 +24,7 @@ typedef struct {
     PyObject *keys[TK_SMALL_DICT]; /* borrowed from `original` */
     PyObject *original;            /* owned: the key objects in insertion order, a tuple */
     Py_ssize_t at[TK_SMALL_DICT];  /* where each key's value goes in leaf order */
-    PyObject *data;                /* owned: the key tuple or a shared `_Keys` */
+    PyObject *data;                /* owned: the key tuple or a shared `SortedKeys` */
     PyObject *entries;             /* owned or NULL: DictKey entries of `entries_for` */
     PyObject *entries_for;         /* borrowed: `data` when the entries were made */
 } LastDict;
@@ -85,7 +85,7 @@ TK_API tk_status tk_flatten_node(Ctx *c, PyObject *node, PyObject *ntype, int wi
  * do it), TK_ERROR. *ran_python: a key's comparison (Python code) was called. */
 TK_API tk_status tk_flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, int *ran_python);
 /* [DictKey(k) for k in keys] as treekit._registry._dict_entries makes them, for node data
- * `keys` (a tuple or a `_Keys`). Return value: New reference, a tuple; NULL with an exception. */
+ * `keys` (a tuple or a `SortedKeys`). Return value: New reference, a tuple; NULL with an exception. */
 TK_API PyObject *tk_dict_entries(Ctx *c, PyObject *keys);
 /* Drop what the context remembers of dicts. */
 TK_API void tk_dicts_close(Ctx *c);

@@ -94,6 +94,8 @@ TK_API tk_status tk_defer_error(void);
 #define TK_MODULES(X)                 \
     X(registry, "treekit._registry")  \
     X(treedef_mod, "treekit._treedef") \
+    X(build_mod, "treekit._build")      \
+    X(guide_mod, "treekit._guide")      \
     X(traverse, "treekit._traverse")  \
     X(errors, "treekit._errors")      \
     X(keys, "treekit._keys")
@@ -109,7 +111,7 @@ TK_API tk_status tk_defer_error(void);
     X(resolve, registry, "resolve")             \
     X(TreeDef, treedef_mod, "TreeDef")          \
     X(LEAF, treedef_mod, "LEAF")                \
-    X(unflatten, treedef_mod, "_unflatten")     \
+    X(unflatten, build_mod, "unflatten_node")   \
     X(SequenceKey, keys, "SequenceKey")         \
     X(DictKey, keys, "DictKey")                 \
     X(GetAttrKey, keys, "GetAttrKey")           \
@@ -131,7 +133,7 @@ TK_API tk_status tk_defer_error(void);
     X(flatten_noted, "treekit._errors", "flatten_noted")              \
     X(not_a_bool, "treekit._errors", "not_a_bool")                    \
     X(unflatten_noted, "treekit._errors", "unflatten_noted")          \
-    X(leaves_changed, "treekit._treedef", "leaves_changed")           \
+    X(leaves_changed, "treekit._build", "leaves_changed")             \
     X(flatten, "treekit._registry.NodeType", "flatten")               \
     X(unflatten, "treekit._registry.NodeType", "unflatten")           \
     X(type, "treekit._registry.NodeType", "type")                     \
@@ -139,15 +141,15 @@ TK_API tk_status tk_defer_error(void);
     X(keyed, "flatten function", "keyed")                             \
     X(finish, "flatten function", "finish")                           \
     X(func, "unflatten function", "func")                             \
-    X(original, "treekit._registry._Keys", "original")                \
-    X(positions, "treekit._registry._Keys", "positions")              \
+    X(original, "treekit._registry.SortedKeys", "original")                \
+    X(positions, "treekit._registry.SortedKeys", "positions")              \
     X(slots, "treekit._treedef.TreeDef", "__slots__")                 \
     X(nodes, "treekit._treedef.TreeDef", "_nodes")                    \
     X(hash, "treekit._treedef.TreeDef", "_hash")                      \
     X(builder, "treekit._treedef.TreeDef", "_builder")                \
-    X(walk, "treekit._treedef.TreeDef", "_walk")                      \
-    X(again, "treekit._treedef.TreeDef._walk", "_again")              \
-    X(raised, "treekit._treedef.TreeDef._walk", "_raised")            \
+    X(guide, "treekit._guide", "guide")                               \
+    X(again, "treekit._guide.guide", "again")                         \
+    X(raised, "treekit._guide.guide", "raised")                       \
     X(build, "treekit._treedef.TreeDef", "_build")                    \
     X(idx, "treekit._keys.SequenceKey", "idx")                        \
     X(key, "treekit._keys.DictKey", "key")                            \

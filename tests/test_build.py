@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import treekit
-from treekit import _treedef
+from treekit import _build, _treedef
 
 Point = collections.namedtuple("Point", "x y")
 
@@ -32,8 +32,8 @@ def compile_at_once(monkeypatch: pytest.MonkeyPatch, registered: Any) -> Iterato
     """Compile every structure on its first build; register Box. The pure core's builders are
     under test here, whichever core is in use (tests/test_native.py tests the C one)."""
     monkeypatch.setattr(_treedef, "NATIVE", None)
-    monkeypatch.setattr(_treedef, "_COMPILE_AT", 1)
-    monkeypatch.setattr(_treedef, "_BUILDERS", {})
+    monkeypatch.setattr(_build, "_COMPILE_AT", 1)
+    monkeypatch.setattr(_build, "_BUILDERS", {})
     registered(Box, lambda cls: treekit.register_pytree_node(cls, lambda b: (b.children, b.tag), _box))
     yield
 
@@ -76,7 +76,7 @@ CASES = [
 def _rebuilt(tree: Any) -> tuple[Any, Any]:
     leaves, treedef = treekit.tree_flatten(tree)
     new = [(x,) for x in leaves]
-    return treedef.unflatten(new), _treedef._interpret(treedef._nodes, new)
+    return treedef.unflatten(new), _build.interpret(treedef._nodes, new)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
@@ -94,7 +94,7 @@ def test_checked_records_build_as_the_walked_ones(case: Case) -> None:
     expected = repr(treedef.unflatten(leaves))
     for again in (treekit.TreeDef(list(treedef._nodes)), pickle.loads(pickle.dumps(treedef))):
         assert repr(again.unflatten(leaves)) == expected
-        assert repr(_treedef._interpret(again._nodes, leaves)) == expected
+        assert repr(_build.interpret(again._nodes, leaves)) == expected
 
 
 def test_builder_is_compiled_and_shared_by_equal_structures() -> None:
@@ -141,13 +141,13 @@ def test_unhashable_node_data_builds_without_compiling(registered: Any) -> None:
     )
     treedef = treekit.tree_structure(Holder([1], 2))
     assert treedef.unflatten([3]).child == 3
-    assert treedef._builder is _treedef._interpret
+    assert treedef._builder is _build.interpret
 
 
 @pytest.mark.parametrize("limit", ["_MAX_COMPILED_NODES"])
 def test_big_structures_stay_interpreted(monkeypatch: pytest.MonkeyPatch, limit: str) -> None:
-    monkeypatch.setattr(_treedef, limit, 3)
+    monkeypatch.setattr(_build, limit, 3)
     treedef = treekit.tree_structure([1, 2, 3])
-    for _ in range(_treedef._COMPILE_AT + 1):
+    for _ in range(_build._COMPILE_AT + 1):
         assert treedef.unflatten("abc") == ["a", "b", "c"]
-    assert treedef._builder is _treedef._interpret
+    assert treedef._builder is _build.interpret
