@@ -141,8 +141,8 @@ class FlattenedIndexKey:
 if NATIVE is not None and not TYPE_CHECKING:
     # A user's flatten_with_keys function makes an entry per child: each class gets an
     # __init__ in C that stores its field's slot, as the dataclass's own __init__ does (it
-    # calls that one for any other call), without its Python frame (3,076 instructions an
-    # entry before, 1,422 after).
+    # calls that one for any other call), without its Python frame (docs/performance.md,
+    # "Key entries", has its cost).
     # The class's signature stays the dataclass's: inspect.signature (help(), IDEs, Sphinx)
     # reads __signature__ first; on Python 3.13 it cannot bind a C method to the class.
     for _k, _cls in enumerate((SequenceKey, DictKey, GetAttrKey, FlattenedIndexKey)):

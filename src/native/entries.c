@@ -1,8 +1,8 @@
 /* entries.c mirrors the __init__ that @dataclass(frozen=True, slots=True) writes for the
  * four built-in key entry classes of treekit._keys (SequenceKey, DictKey, GetAttrKey,
- * FlattenedIndexKey). That __init__ (object.__setattr__ on a Python frame) made constructing
- * an entry cost about 3,000 instructions, where a user's flatten_with_keys function makes one
- * per child. tk_entry_init gives each class an __init__ (a method descriptor) that sets its
+ * FlattenedIndexKey). That __init__ (object.__setattr__ on a Python frame) is most of the
+ * cost of an entry (docs/performance.md, "Key entries"), and a user's flatten_with_keys
+ * function makes one per child. tk_entry_init gives each class an __init__ (a method descriptor) that sets its
  * field through the field's member descriptor, as the dataclass's __init__ does, and calls
  * that __init__ for any other call. Public API only: the class is called as any class is
  * (type.__call__: object.__new__, then this __init__). */
