@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -156,12 +157,36 @@ def test_quick_run_times_both_cores_and_writes_json(tmp_path: Path) -> None:
         "rows",
         "geomean_ratio_to_jax",
         "worst_row",
+        "model_rows",
         "torch_check",
     }
     assert result["settings"]["quick"] is True and result["libraries"] == ["treekit", "treekit-pure", "jax"]
     timed = {"treekit", "treekit-pure", "jax"} if native else {"treekit-pure", "jax"}
     assert all(set(row["ratio_to_jax"]) == timed for row in result["rows"])
-    assert "| **geometric mean** |" in table.read_text() and "| **worst row** |" in table.read_text()
+    assert "| **geometric mean, standard trees** |" in table.read_text() and "| **worst row** |" in table.read_text()
+
+
+def test_model_trees_are_rows_of_their_own() -> None:
+    """The dataclass trees (treekit's registration, and jax's alone) are read by treekit as jax
+    reads them, and their rows have a geometric mean of their own."""
+    pytest.importorskip("jax")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.json"
+        argv = ["--quick", "--libs", "treekit,jax", "--trees", "dataclass-5,dataclass-jax-5", "--json", str(out)]
+        argv += ["--ops", "flatten,unflatten,flatten_with_path"]
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        command = [sys.executable, str(SCRIPT), *argv]
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=180)
+        assert proc.returncode == 0, proc.stderr
+        result = json.loads(out.read_text())
+    rows = result["rows"]
+    trees = ("dataclass-5", "dataclass-jax-5")
+    assert [(r["tree"], r["group"]) for r in rows] == [(t, "model") for t in trees for _ in range(3)]
+    name = "treekit" if treekit.backend() == "native" else None
+    for r in rows:
+        assert "jax" in r["ratio_to_jax"] and (name is None or name in r["ratio_to_jax"]), r["notes"]
+    assert result["geomean_ratio_to_jax"]["jax"]["rows"] == 0
+    assert result["model_rows"]["geomean_ratio_to_jax"]["jax"] == {"geomean": 1.0, "rows": 6, "of": 6}
 
 
 def test_the_callgrind_child_calls_the_op(compare: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:

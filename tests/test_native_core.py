@@ -8,6 +8,7 @@ without src/); the others run where the native core is in use.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import importlib
 import inspect
 import re
@@ -166,6 +167,8 @@ NAMES = [
     ("flatten function", "keyed"),
     ("flatten function", "finish"),
     ("unflatten function", "func"),
+    ("dataclass flatten function", "dataclass_fields"),
+    ("dataclass unflatten function", "dataclass_init"),
     ("treekit._registry.SortedKeys", "original"),
     ("treekit._registry.SortedKeys", "positions"),
     ("treekit._treedef.TreeDef", "__slots__"),
@@ -258,13 +261,23 @@ def test_the_names_read_exist(registered: Any) -> None:
         def __init__(self, x: Any) -> None:
             self.x = x
 
+    @dataclasses.dataclass
+    class Layer:
+        w: Any
+
     registered(Node, lambda cls: treekit.register_pytree_node(cls, lambda n: ((n.x,), None), lambda d, c: cls(*c)))
+    registered(Layer, treekit.register_dataclass)
     entry = importlib.import_module("treekit._registry").TYPES[Node]
+    layer = importlib.import_module("treekit._registry").TYPES[Layer]
     for where, name in NAMES:
         if where == "flatten function":
             obj: Any = entry.flatten
         elif where == "unflatten function":
             obj = entry.unflatten
+        elif where == "dataclass flatten function":
+            obj = layer.flatten
+        elif where == "dataclass unflatten function":
+            obj = layer.unflatten
         else:
             obj = _example(where)
         if callable(obj) and not isinstance(obj, type) and name not in ("__doc__", "__sizeof__", "__init__"):

@@ -36,6 +36,7 @@ from typing import Any
 
 from treekit import _registry, _treedef
 from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
+from treekit._register import dataclass_entry
 from treekit._registry import NodeType
 from treekit._traverse import flatten
 from treekit._treedef import TreeDef, as_treedef
@@ -250,6 +251,8 @@ def _watch_jax() -> None:
     def watched_register_dataclass_node(self: Any, type: Any, data_fields: Any, meta_fields: Any) -> None:
         if not _take(self, type, lambda: _own_dataclass(type, data_fields, meta_fields)):
             register_dataclass_node(self, type, data_fields, meta_fields)
+            if self is getattr(jtu, "default_registry", None):
+                _note_dataclass(type, data_fields, meta_fields)
             _jax_registered(type)
 
     try:
@@ -259,6 +262,21 @@ def _watch_jax() -> None:
     except (AttributeError, TypeError):  # a class that cannot be changed: JAX's behaviour stays
         with contextlib.suppress(AttributeError, TypeError):
             registry_class.register_node = register_node
+
+
+# Classes registered with jax.tree_util.register_dataclass (flax.struct, chex, ...) after the
+# bridge was made: their data and meta fields, as JAX took them. treekit walks them as its own
+# dataclass entries (the native core reads their fields), not through JAX one node at a time.
+_JAX_DATACLASSES: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _note_dataclass(cls: Any, data_fields: Any, meta_fields: Any) -> None:
+    try:
+        data, meta = tuple(data_fields), tuple(meta_fields)
+    except TypeError:
+        return
+    if isinstance(cls, type) and all(type(n) is str for n in data + meta):
+        _JAX_DATACLASSES.setdefault(cls, (data, meta))
 
 
 def _take(registry: Any, cls: Any, own: Callable[[], _JaxOwn]) -> bool:
@@ -337,7 +355,9 @@ def _from_jax(cls: type) -> NodeType | None:
         return None
     ntype = _JAX_ONLY.get(cls)
     if ntype is None:
-        ntype = _JAX_ONLY.setdefault(cls, _jax_entry(cls))
+        fields = _JAX_DATACLASSES.get(cls)
+        made = _jax_entry(cls) if fields is None else dataclass_entry(cls, *fields)
+        ntype = _JAX_ONLY.setdefault(cls, made)
     return ntype
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -12,6 +13,7 @@ from treekit._registry import FlattenFn, NodeType, UnflattenFn, add_type, flat_k
 C = TypeVar("C", bound=type)
 
 __all__ = [
+    "dataclass_entry",
     "register_dataclass",
     "register_pytree_node",
     "register_pytree_node_class",
@@ -327,6 +329,16 @@ def register_dataclass(
             )
     if overlap := sorted(set(data) & set(meta)):
         raise ValueError(f"register_dataclass: {nodetype.__qualname__}: fields {overlap} are both data and meta")
+    add_type(dataclass_entry(nodetype, data, meta))
+    return nodetype
+
+
+def dataclass_entry(nodetype: type, data: tuple[str, ...], meta: tuple[str, ...]) -> NodeType:
+    """The entry of a dataclass-like class: the attributes ``data`` are its children (key
+    entries ``GetAttrKey``), ``meta`` its node data; rebuilt by ``nodetype(**fields)``. Also
+    the entry of a class registered with ``jax.tree_util.register_dataclass`` alone (_jax)."""
+    data = tuple(sys.intern(n) if type(n) is str else n for n in data)
+    meta = tuple(sys.intern(n) if type(n) is str else n for n in meta)
     keys = [GetAttrKey(name) for name in data]
 
     def flatten(node: Any, with_path: bool) -> tuple[list[Any], tuple[Any, ...], list[Any] | None]:
@@ -339,8 +351,14 @@ def register_dataclass(
     def unflatten(meta_values: tuple[Any, ...], children: list[Any]) -> Any:
         return nodetype(**dict(zip(meta, meta_values)), **dict(zip(data, children)))
 
-    add_type(NodeType(nodetype, flatten, unflatten, "dataclass"))
-    return nodetype
+    # The native core reads the fields itself (flatten: the same getattr calls, in order) and
+    # calls nodetype with them as keywords, where that is what these functions do: every
+    # name an exact str, none twice (a name given twice: the dicts above keep the last).
+    names = meta + data
+    if all(type(n) is str for n in names) and len(set(names)) == len(names):
+        flatten.dataclass_fields = (data, meta, tuple(keys))  # type: ignore[attr-defined]
+        unflatten.dataclass_init = (nodetype, names, len(meta))  # type: ignore[attr-defined]
+    return NodeType(nodetype, flatten, unflatten, "dataclass")
 
 
 def static(**kwargs: Any) -> Any:

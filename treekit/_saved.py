@@ -341,6 +341,11 @@ def node_value(kind: str, entry: dict[str, Any], children: list[Any]) -> Any:
     ntype = lookup(cls)
     if ntype is None or ntype.type is not cls:
         raise ValueError(f"{entry['type'].replace(':', '.')} is not registered as a pytree node")
+    if ntype.kind == "jax":  # saved as a dataclass; here jax alone knows it, as treekit cannot read
+        raise ValueError(
+            f"{entry['type'].replace(':', '.')} is registered with JAX only, before treekit was imported: "
+            "import treekit first, or register it with treekit too, or load with like="
+        )
     return ntype.unflatten(decode(entry["data"]), children)
 
 

@@ -197,17 +197,37 @@ static tk_status make_dict(PyObject *keys, PyObject **kids, Py_ssize_t n, LastKe
 }
 
 /* The user's unflatten function behind the last custom entry met in this build (the entry
- * and that function owned; `func` NULL: the entry has none, see _registry._tuple_children). */
+ * and that function owned; `func` NULL: the entry has none, see _registry._tuple_children),
+ * or a dataclass entry's `dataclass_init` (owned or NULL, checked: (class, the keyword names,
+ * exact str, meta names first, the number of meta names); see _register.dataclass_entry). */
 typedef struct {
     PyObject *ntype;
     PyObject *func;
+    PyObject *init;
 } UserUnflatten;
+
+/* `init` if it is a dataclass entry's `dataclass_init` as _register.dataclass_entry makes it. */
+static int dataclass_init(PyObject *init) {
+    if (init == NULL || !PyTuple_CheckExact(init) || PyTuple_GET_SIZE(init) != 3) return 0;
+    PyObject *names = PyTuple_GET_ITEM(init, 1), *n_meta = PyTuple_GET_ITEM(init, 2);
+    if (!PyCallable_Check(PyTuple_GET_ITEM(init, 0)) || !PyTuple_CheckExact(names) || !PyLong_CheckExact(n_meta))
+        return 0;
+    Py_ssize_t m = PyLong_AsSsize_t(n_meta);
+    if (m < 0 || m > PyTuple_GET_SIZE(names)) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++)
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(names, i))) return 0;
+    return 1;
+}
 
 /* The user's function of entry `ntype`, or NULL (no exception) if it has none.
  * Return value: Borrowed reference (u holds it). */
 static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
     if (u->ntype == ntype) return u->func;
     Py_CLEAR(u->func);
+    Py_CLEAR(u->init);
     Py_INCREF(ntype);
     Py_XSETREF_COMPAT(u->ntype, ntype);
     PyObject *fn = PyObject_GetAttr(ntype, tk_state.s_unflatten);
@@ -217,6 +237,11 @@ static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
         if (func != NULL && func != Py_None) {
             Py_INCREF(func);
             u->func = func;
+        }
+        PyObject *init = attrs == NULL || func != NULL ? NULL : PyDict_GetItemWithError(attrs, tk_state.s_dataclass_init);
+        if (dataclass_init(init)) {
+            Py_INCREF(init);
+            u->init = init;
         }
         Py_XDECREF(attrs);
     }
@@ -228,8 +253,41 @@ static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
 /* A custom node from its n children: the user's function called directly (its exception
  * noted as the pure core notes it), or treekit._build.unflatten_node, which calls the entry's
  * unflatten function and words its errors. Return value: New reference; NULL with an exception. */
+/* A dataclass node: cls(**{meta name: node data item, ..., data name: child, ...}) as one call
+ * with keywords, where node data is a tuple of one item per meta name and there is one child
+ * per data name (else NULL, no exception: unflatten_node calls the entry's function, whose
+ * zip() keeps the shorter). Takes a reference to init. Return value: New reference; NULL. */
+static PyObject *make_dataclass(PyObject *init, PyObject *ntype, PyObject *data, PyObject **kids, Py_ssize_t n,
+                                int *called) {
+    PyObject *cls = PyTuple_GET_ITEM(init, 0), *names = PyTuple_GET_ITEM(init, 1), *made = NULL;
+    Py_ssize_t m = PyLong_AsSsize_t(PyTuple_GET_ITEM(init, 2)), all = PyTuple_GET_SIZE(names);
+    *called = PyTuple_CheckExact(data) && PyTuple_GET_SIZE(data) == m && n == all - m;
+    if (*called) {
+        PyObject *small[16], **args = all <= 16 ? small : PyMem_New(PyObject *, all);
+        if (args == NULL) {
+            PyErr_NoMemory();
+        } else {
+            Py_INCREF(data); /* (the record's reference: a records list user code changes) */
+            for (Py_ssize_t i = 0; i < m; i++) args[i] = PyTuple_GET_ITEM(data, i);
+            for (Py_ssize_t i = 0; i < n; i++) args[m + i] = kids[i];
+            made = PyObject_Vectorcall(cls, args, 0, names);
+            if (made == NULL && PyErr_ExceptionMatches(PyExc_Exception)) tk_unflatten_failed(ntype, data, n);
+            Py_DECREF(data);
+            if (args != small) PyMem_Free(args);
+        }
+    }
+    Py_DECREF(init);
+    return made;
+}
+
 static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, PyObject **kids, Py_ssize_t n) {
     PyObject *func = user_unflatten(u, ntype), *made = NULL;
+    if (func == NULL && u->init != NULL) {
+        int called;
+        Py_INCREF(u->init); /* the call may end this build's hold on it */
+        made = make_dataclass(u->init, ntype, data, kids, n, &called);
+        if (called) return made;
+    }
     if (func != NULL) {
         PyObject *children = PyTuple_New(n);
         if (children == NULL) return NULL;
@@ -346,7 +404,7 @@ tk_status tk_build(PyObject *nodes, PyObject *leaves, PyObject **out) {
         PyErr_Clear();
         return TK_DEFER;
     }
-    Build b = {nodes, leaves, NULL, 0, 0, 0, {NULL, NULL}};
+    Build b = {nodes, leaves, NULL, 0, 0, 0, {NULL, NULL, NULL}};
     memset(b.last, 0, sizeof(b.last));
     b.stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)(count ? count : 1));
     if (b.stack == NULL) {
@@ -368,5 +426,6 @@ tk_status tk_build(PyObject *nodes, PyObject *leaves, PyObject **out) {
     for (int k = 0; k < KEY_ORDERS; k++) last_keys_clear(&b.last[k]);
     Py_XDECREF(b.user.ntype);
     Py_XDECREF(b.user.func);
+    Py_XDECREF(b.user.init);
     return how;
 }

@@ -1,7 +1,8 @@
 /* node.c: one node at a time, for both walkers (walk.c, guide.c). It mirrors
- * treekit._registry.lookup (a type's NodeType) and the built-in entries' flatten functions
- * (_flatten_list, _flatten_none, _flatten_namedtuple: read here; _flatten_dict: dict.c);
- * every other entry's flatten function is called, as the pure core does. */
+ * treekit._registry.lookup (a type's NodeType), the built-in entries' flatten functions
+ * (_flatten_list, _flatten_none, _flatten_namedtuple: read here; _flatten_dict: dict.c) and
+ * treekit._register.dataclass_entry's (its fields read here); every other entry's flatten
+ * function is called, as the pure core does. */
 #include "node.h"
 
 /* -- the walk's context ------------------------------------------------------------------------ */
@@ -44,6 +45,7 @@ void tk_ctx_close(Ctx *c) {
     Py_CLEAR(c->keyed);
     Py_CLEAR(c->finish);
     Py_CLEAR(c->plain_of);
+    Py_CLEAR(c->fields);
 }
 
 void tk_forget(Ctx *c) {
@@ -57,6 +59,9 @@ void tk_forget(Ctx *c) {
         }
     }
     c->memo_used = 0;
+    Py_CLEAR(c->plain_entry);
+    Py_CLEAR(c->quiet_class);
+    Py_CLEAR(c->quiet_fields);
     for (int k = 0; k < n; k++) Py_DECREF(types[k]); /* last: a type's last reference may go */
 }
 
@@ -197,11 +202,32 @@ static tk_status flatten_builtin(Ctx *c, PyObject *node, PyObject *ntype, int wi
 }
 
 /* -- an entry's flatten function ------------------------------------------------------------------ */
+/* `fields` if it is a dataclass entry's `dataclass_fields` as _register.dataclass_entry makes
+ * it: (data names, meta names, keys), exact tuples, the names exact str, a key per data name. */
+static int dataclass_fields(PyObject *fields) {
+    if (fields == NULL || !PyTuple_CheckExact(fields) || PyTuple_GET_SIZE(fields) != 3) return 0;
+    PyObject *data = PyTuple_GET_ITEM(fields, 0), *meta = PyTuple_GET_ITEM(fields, 1);
+    PyObject *keys = PyTuple_GET_ITEM(fields, 2);
+    if (!PyTuple_CheckExact(data) || !PyTuple_CheckExact(meta) || !PyTuple_CheckExact(keys) ||
+        PyTuple_GET_SIZE(keys) != PyTuple_GET_SIZE(data))
+        return 0;
+    for (int t = 0; t < 2; t++) {
+        PyObject *names = t == 0 ? data : meta;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++)
+            if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(names, i))) return 0;
+    }
+    return 1;
+}
+
 /* Note the user's own functions behind flatten function `fn`, where the entry names them (see
- * _registry._make_flatten: its `plain`, `keyed` and `finish`). */
+ * _registry._make_flatten: its `plain`, `keyed` and `finish`), or a dataclass entry's fields. */
 static void read_own_functions(Ctx *c, PyObject *fn) {
     if (c->plain_of == fn || !PyFunction_Check(fn)) return;
     PyObject *attrs = PyObject_GenericGetDict(fn, NULL);
+    PyObject *fields = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, tk_state.s_dataclass_fields);
+    fields = dataclass_fields(fields) ? fields : NULL; /* borrowed (str keys: no code runs) */
+    Py_XINCREF(fields);
+    Py_XSETREF_COMPAT(c->fields, fields);
     PyObject *got[3] = {NULL, NULL, NULL}, *names[3] = {tk_state.s_plain, tk_state.s_keyed, tk_state.s_finish};
     for (int k = 0; attrs != NULL && k < 3; k++) {
         got[k] = PyDict_GetItemWithError(attrs, names[k]); /* borrowed (str keys: no code runs) */
@@ -219,6 +245,7 @@ static void read_own_functions(Ctx *c, PyObject *fn) {
     Py_XSETREF_COMPAT(c->finish, got[2]);
     Py_INCREF(fn);
     Py_XSETREF_COMPAT(c->plain_of, fn);
+    Py_CLEAR(c->plain_entry); /* (it named the last function's entry) */
 }
 
 /* (key entry, child) pairs, unzipped as treekit._registry._unzip_keyed does, into two tuples
@@ -293,12 +320,104 @@ static tk_status call_own(Ctx *c, PyObject *node, int with_path, PyObject *own, 
     return TK_OK;
 }
 
-/* The entry's flatten function (or the user's own behind it) called on node. */
+/* Whether reading the fields `fields` of an instance of class `tp` with getattr runs no
+ * Python code: the class's getattr is object's, its metaclass is `type`, and each name is
+ * on the class (as type(x).name finds it) not at all, as a value that is no descriptor, or as
+ * a slot's member descriptor; so each getattr reads the instance's __dict__ (exact str keys)
+ * or its slot. (The look-ups on the class may run code: the caller forgets after.) */
+static int quiet_fields(PyTypeObject *tp, PyObject *fields) {
+    if (tp->tp_getattro != PyObject_GenericGetAttr || !Py_IS_TYPE((PyObject *)tp, &PyType_Type)) return 0;
+    for (int t = 0; t < 2; t++) {
+        PyObject *names = PyTuple_GET_ITEM(fields, t);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+            PyObject *name = PyTuple_GET_ITEM(names, i);
+            if (PyUnicode_GET_LENGTH(name) >= 2 && PyUnicode_READ_CHAR(name, 0) == '_' &&
+                PyUnicode_READ_CHAR(name, 1) == '_')
+                return 0; /* (type's own attributes: __doc__, __dict__, ...) */
+            PyObject *attr = PyObject_GetAttr((PyObject *)tp, name);
+            if (attr == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                    PyErr_Clear();
+                    return 0;
+                }
+                PyErr_Clear();
+                continue;
+            }
+            int plain = Py_TYPE(attr)->tp_descr_get == NULL || Py_IS_TYPE(attr, &PyMemberDescr_Type);
+            Py_DECREF(attr);
+            if (!plain) return 0;
+        }
+    }
+    return 1;
+}
+
+/* A dataclass entry's flatten function, read here: the node's data fields (children, a tuple)
+ * and meta fields (node data, a tuple), each read with getattr in the function's order, and
+ * the entry's keys. Takes a reference to `fields` (the context's, which a getattr's code may
+ * replace). TK_OK, TK_RAISED (a getattr raised, as the function would have), TK_ERROR. */
+static tk_status flatten_fields(Ctx *c, PyObject *node, PyObject *fields, int with_path, PyObject **kids,
+                                PyObject **data, PyObject **keys) {
+    PyObject *names[2] = {PyTuple_GET_ITEM(fields, 0), PyTuple_GET_ITEM(fields, 1)}, *out[2] = {NULL, NULL};
+    tk_status how = TK_OK;
+    int quiet = (PyObject *)Py_TYPE(node) == c->quiet_class && fields == c->quiet_fields;
+    if (!quiet && c->quiet_class == NULL) { /* the first class met since Python code last ran */
+        PyObject *cls = (PyObject *)Py_TYPE(node);
+        Py_INCREF(cls);
+        quiet = quiet_fields(Py_TYPE(node), fields);
+        tk_forget(c);
+        if (quiet) {
+            Py_INCREF(fields);
+            c->quiet_class = cls;
+            c->quiet_fields = fields;
+        } else {
+            Py_DECREF(cls);
+        }
+    }
+    for (int t = 0; t < 2 && how == TK_OK; t++) {
+        Py_ssize_t n = PyTuple_GET_SIZE(names[t]);
+        if ((out[t] = PyTuple_New(n)) == NULL) how = TK_ERROR;
+        for (Py_ssize_t i = 0; how == TK_OK && i < n; i++) {
+            PyObject *v = PyObject_GetAttr(node, PyTuple_GET_ITEM(names[t], i));
+            if (v == NULL) how = PyErr_ExceptionMatches(PyExc_Exception) ? TK_RAISED : TK_ERROR;
+            else PyTuple_SET_ITEM(out[t], i, v);
+        }
+    }
+    if (!quiet) tk_forget(c); /* a getattr may have run Python code (a property, __getattr__) */
+    if (how == TK_OK) {
+        *kids = out[0];
+        *data = out[1];
+        if (with_path) {
+            *keys = PyTuple_GET_ITEM(fields, 2);
+            Py_INCREF(*keys);
+        }
+    } else {
+        Py_XDECREF(out[0]);
+        Py_XDECREF(out[1]);
+    }
+    Py_DECREF(fields);
+    return how;
+}
+
+/* The entry's flatten function (or the user's own behind it, or its fields) called on node. */
 static tk_status flatten_call(Ctx *c, PyObject *node, PyObject *ntype, int with_path, PyObject **kids,
                               PyObject **data, PyObject **keys) {
-    PyObject *fn = PyObject_GetAttr(ntype, tk_state.s_flatten), *r = NULL;
+    PyObject *fn = NULL, *r = NULL;
+    if (ntype == c->plain_entry && c->fields != NULL) {
+        Py_INCREF(c->fields);
+        return flatten_fields(c, node, c->fields, with_path, kids, data, keys);
+    }
+    fn = PyObject_GetAttr(ntype, tk_state.s_flatten);
     if (fn == NULL) return tk_defer_error();
     read_own_functions(c, fn);
+    if (c->plain_of == fn && c->fields != NULL) {
+        if (c->plain_entry == NULL) { /* (the entry's flatten attribute, read once until code runs) */
+            Py_INCREF(ntype);
+            c->plain_entry = ntype;
+        }
+        Py_DECREF(fn);
+        Py_INCREF(c->fields);
+        return flatten_fields(c, node, c->fields, with_path, kids, data, keys);
+    }
     PyObject *own = c->plain_of != fn ? NULL : with_path ? c->keyed : c->plain;
     if (own != NULL) {
         Py_INCREF(own);

@@ -33,6 +33,10 @@ typedef struct {
     PyObject *types, *orders, *field_keys, *seq_keys; /* owned; all but types may be NULL */
     PyObject *plain_of, *plain, *keyed, *finish; /* owned or NULL: the last flatten function met, its
                                                     `plain`, `keyed` and `finish` */
+    PyObject *fields; /* owned or NULL: plain_of's `dataclass_fields`, checked (data names, meta names, keys) */
+    PyObject *plain_entry; /* owned or NULL: the entry whose flatten is plain_of, until Python code runs */
+    PyObject *quiet_class, *quiet_fields; /* owned or NULL: a class whose getattr of these fields runs no
+                                             Python code (see node.c), until Python code runs */
     Memo memo[MEMO_SIZE];
     unsigned memo_used;        /* bit k: memo[k] holds a type */
     LastDict last[LAST_DICTS]; /* by the first key's address and the number of keys */

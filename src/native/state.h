@@ -141,6 +141,8 @@ TK_API tk_status tk_defer_error(void);
     X(keyed, "flatten function", "keyed")                             \
     X(finish, "flatten function", "finish")                           \
     X(func, "unflatten function", "func")                             \
+    X(dataclass_fields, "dataclass flatten function", "dataclass_fields") \
+    X(dataclass_init, "dataclass unflatten function", "dataclass_init") \
     X(original, "treekit._registry.SortedKeys", "original")                \
     X(positions, "treekit._registry.SortedKeys", "positions")              \
     X(slots, "treekit._treedef.TreeDef", "__slots__")                 \
