@@ -36,8 +36,11 @@ gives each one's ``(size, limit)`` by the name below, ``_native.clear_caches()``
 None of them holds a leaf or the node data of a user's node: a tree dropped is freed, but for
 the keys of its big dicts (kept as ``ORDERS`` keeps them, within the bounds above).
 
-The JAX bridge's tables (``_jax._JAX_ONLY``, ``_JAX_OWN``, ``_MIRRORED``, ``_TAKEN``) hold
-only classes registered with JAX or treekit, which those registries hold for good anyway.
+The JAX bridge's tables (``_jax._JAX_ONLY``, ``_JAX_OWN``, ``_MIRRORED``, ``_TAKEN``,
+``_JAX_DATACLASSES``, ``_JAX_NODES``) hold only classes registered with JAX or treekit (and
+the field names and functions JAX was given), which those registries hold for good anyway.
+The entry of each class registered with JAX alone keeps the treekit key entries it converted
+from JAX's (by key class and a str or int field): at most 512 per class.
 """
 
 from __future__ import annotations

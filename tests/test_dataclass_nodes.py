@@ -322,3 +322,31 @@ def test_a_jax_only_dataclass_saves_and_loads_without_a_template(tmp_path: Any) 
     back = treekit.load(tmp_path / "t.safetensors")
     assert type(back["layer"]) is pair and back["layer"].b.name == "x"
     assert all((a == b).all() for a, b in zip(treekit.tree_leaves(back), treekit.tree_leaves(tree)))
+
+
+def test_a_jax_only_node_keeps_at_most_512_converted_key_entries() -> None:
+    class Wide:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+    jtu.register_pytree_with_keys(
+        Wide,
+        lambda w: ([(jtu.DictKey(f"k{i}"), i) for i in range(w.n)], w.n),
+        lambda n, children: Wide(n),
+    )
+    pairs, _ = treekit.tree_flatten_with_path(Wide(2000))
+    assert [treekit.keystr(p) for p, _ in pairs[:2]] == ["['k0']", "['k1']"] and len(pairs) == 2000
+    entry = TYPES[Wide]
+    assert entry is not None and entry.kind == "custom"
+
+    def dicts(fn: Any) -> Iterator[dict[Any, Any]]:  # the dicts the functions behind the entry close over
+        for cell in getattr(fn, "__closure__", None) or ():
+            value = cell.cell_contents
+            if isinstance(value, dict):
+                yield value
+            elif callable(value) and value is not fn:
+                yield from dicts(value)
+
+    sizes = [len(d) for d in dicts(entry.flatten.keyed) if all(type(k) is tuple for k in d)]
+    assert sizes == [512]
+    assert pairs[1999][0] == (treekit.DictKey("k1999"),)

@@ -11,6 +11,7 @@ references by hand.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import subprocess
@@ -48,6 +49,28 @@ class Boom(Exception):
     pass
 
 
+@dataclasses.dataclass
+class Cell:
+    """A register_dataclass node (the C core reads its fields and calls it); __post_init__
+    raises for the child "boom"."""
+
+    w: Any
+    b: Any
+    name: Any = dataclasses.field(default="cell", metadata={"static": True})
+
+    def __post_init__(self) -> None:
+        if isinstance(self.w, str) and self.w == "boom":
+            raise Boom("post_init failed")
+
+
+class Sour:
+    """A register_dataclass node whose field's property raises."""
+
+    @property
+    def bad(self) -> Any:
+        raise Boom("getattr failed")
+
+
 def _broken_flatten(node: Broken) -> Any:
     raise Boom("flatten failed")
 
@@ -67,11 +90,15 @@ def _types() -> Iterator[None]:
         lambda n: ((n.w, n.b), n.name),
     )
     treekit.register_pytree_node(Broken, _broken_flatten, lambda data, children: Broken(*children))
+    treekit.register_dataclass(Cell)
+    treekit.register_dataclass(Sour, ["bad"], [])
     try:
         yield
     finally:
         remove_type(Layer)
         remove_type(Broken)
+        remove_type(Cell)
+        remove_type(Sour)
 
 
 class Workload:
@@ -88,6 +115,7 @@ class Workload:
             {self.key: self.leaf, self.other_key: [float("2.5"), None]},  # natural order: unsorted
             Layer(self.leaf, (float("3.5"), {"z": 1.0, "a": 2.0}), self.data),
             (),
+            Cell(self.leaf, [float("4.5")], self.data),
         ]
         self.leaves, self.treedef = treekit.tree_flatten(self.tree)
         self.broken = treekit.tree_structure([Layer(1.0, 2.0, self.data), Layer(3.0, 4.0, "broken")])
@@ -95,6 +123,7 @@ class Workload:
             {self.key: 1.0, self.other_key: [2.0]},
             Layer(3.0, (4.0, {"z": 5.0, "a": 6.0}), self.data),
             (),
+            Cell(7.0, [8.0], self.data),
         ]
 
     def objects(self) -> list[Any]:
@@ -145,6 +174,9 @@ class Workload:
             expect(ValueError, lambda: treekit.tree_unflatten(treedef, leaves[:-1])),
             expect(TypeError, lambda: treekit.keystr((treekit.DictKey(self.key),), separator=None)),
             expect(Boom, lambda: treekit.tree_unflatten(self.broken, [leaf] * 4)),
+            expect(Boom, lambda: treekit.tree_flatten([tree, Sour()])),
+            expect(Boom, lambda: treekit.tree_flatten_with_path([tree, Sour()])),
+            expect(Boom, lambda: treekit.tree_unflatten(treekit.tree_structure(Cell(1.0, 2.0)), ["boom", leaf])),
         ]
         return finished, handed_over
 

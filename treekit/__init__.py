@@ -40,8 +40,8 @@ from treekit._io import load as load
 from treekit._io import load_leaf as load_leaf
 from treekit._io import metadata as metadata
 from treekit._io import save as save
-from treekit._jax import treedef_from_jax as treedef_from_jax
-from treekit._jax import treedef_to_jax as treedef_to_jax
+from treekit._jax_treedefs import treedef_from_jax as treedef_from_jax
+from treekit._jax_treedefs import treedef_to_jax as treedef_to_jax
 from treekit._keys import DictKey as DictKey
 from treekit._keys import FlattenedIndexKey as FlattenedIndexKey
 from treekit._keys import GetAttrKey as GetAttrKey

@@ -9,20 +9,26 @@ It never imports jax itself: it waits until the user does.
   an import hook on ``sys.meta_path`` wraps jax's loader in every spec found for ``jax``
   (also by ``importlib.util.find_spec``, or in another thread), and is inert once bridged.
 * JAX -> treekit: a type that treekit does not know (not registered, not a namedtuple) and
-  that JAX does is traversed through JAX's public API: its children and key entries are the
-  ones ``jax.tree_util`` gives, and its node data is JAX's one-level treedef of it.
+  that JAX does is walked with what JAX was given. Registered after the bridge was made (as
+  ``import treekit`` makes it, and the watch on JAX's registry sees): a
+  ``register_dataclass`` class (flax.struct) becomes a treekit dataclass entry of the same
+  data and meta fields, and a ``register_pytree_node`` / ``register_pytree_with_keys`` class
+  (equinox Modules, nnx State, FrozenDict) an entry calling the functions JAX was given, key
+  entries converted to treekit's; node data is then what JAX's treedef shows. Registered
+  before: it is traversed through JAX's public API, one node at a time: its children and key
+  entries are the ones ``jax.tree_util`` gives, and its node data is JAX's one-level treedef.
 * Registered with both: each library uses the registration made with it. A type registered
   with JAX before treekit keeps JAX's entry in JAX (treekit's mirror is skipped); one that
   treekit mirrored before JAX was told about it gets JAX's functions from then on, where JAX
   alone would raise "Duplicate custom PyTreeDef type registration" (``_watch_jax``).
 * Later JAX registrations: treekit forgets the answers it remembered for unregistered types
   (one of them may have been this type, seen as a leaf), so the new JAX node is seen at once.
-* Treedefs: a JAX ``PyTreeDef`` passed where treekit takes a treedef is converted once, at the
-  entry point (``treedef_from_jax``); ``treedef_to_jax`` goes the other way.
+* Treedefs, both ways: ``_jax_treedefs``.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import importlib
@@ -31,17 +37,15 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
-from types import FrameType, ModuleType
+from types import ModuleType
 from typing import Any
 
-from treekit import _registry, _treedef
+from treekit import _registry
 from treekit._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
-from treekit._register import dataclass_entry
+from treekit._register import dataclass_entry, make_flatten, tuple_children
 from treekit._registry import NodeType
-from treekit._traverse import flatten
-from treekit._treedef import TreeDef, as_treedef
 
-__all__ = ["connected", "install", "load", "treedef_from_jax", "treedef_to_jax"]
+__all__ = ["connect", "connected", "install", "load"]
 
 _BUILT_IN = frozenset({"list", "tuple", "dict", "namedtuple", "ordereddict", "defaultdict", "none", "jax"})
 _state = {"connected": False}
@@ -63,7 +67,6 @@ def connected() -> bool:
 def install() -> None:
     """Bridge now if jax is imported, else once it is; called by ``import treekit``."""
     _registry.LISTENERS.append(_on_register)
-    _treedef.CONVERTERS.append(_convert)
     _registry.FOREIGN.append(_from_jax)
     if not _jax_ready():
         if not any(isinstance(finder, _ImportHook) for finder in sys.meta_path):
@@ -78,7 +81,7 @@ def install() -> None:
                 return
         if not _jax_ready():
             return
-    _connect()
+    connect()
 
 
 def _jax_ready() -> bool:
@@ -127,7 +130,7 @@ class _ThenConnect:
         module.__loader__ = self.loader
         self.loader.exec_module(module)
         try:
-            _connect()
+            connect()
         except Exception as exc:  # never break the user's `import jax`
             warnings.warn(f"treekit could not bridge its registry to JAX's: {exc!r}", RuntimeWarning, stacklevel=2)
 
@@ -138,7 +141,7 @@ class _ThenConnect:
 _CONNECT_LOCK = threading.RLock()
 
 
-def _connect() -> None:
+def connect() -> None:
     with _CONNECT_LOCK:
         if _state["connected"]:
             return
@@ -151,7 +154,7 @@ def _connect() -> None:
 
 def _on_register(ntype: NodeType) -> None:
     if _state["connected"] or _jax_ready():  # ready: imported without the hook seeing it
-        _connect()
+        connect()
         _mirror(ntype)  # (if _connect, in another thread, listed the registry before ntype was in it)
 
 
@@ -246,6 +249,8 @@ def _watch_jax() -> None:
     ) -> None:
         if not _take(self, type, lambda: _own_node(to_iterable, from_iterable, to_iterable_with_keys)):
             register_node(self, type, to_iterable, from_iterable, to_iterable_with_keys)
+            if self is getattr(jtu, "default_registry", None) and isinstance(type, builtins.type):
+                _JAX_NODES.setdefault(type, (to_iterable, from_iterable, to_iterable_with_keys))
             _jax_registered(type)
 
     def watched_register_dataclass_node(self: Any, type: Any, data_fields: Any, meta_fields: Any) -> None:
@@ -268,6 +273,13 @@ def _watch_jax() -> None:
 # bridge was made: their data and meta fields, as JAX took them. treekit walks them as its own
 # dataclass entries (the native core reads their fields), not through JAX one node at a time.
 _JAX_DATACLASSES: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+# Classes registered with JAX's register_pytree_node / register_pytree_with_keys alone
+# (equinox Modules, nnx State and Variables, FrozenDict) after the bridge was made: the
+# functions JAX was given. treekit calls them itself, as for its own registrations, instead
+# of asking JAX for a one-level treedef of each node.
+_JAX_NODES: dict[type, tuple[Any, Any, Any]] = {}
 
 
 def _note_dataclass(cls: Any, data_fields: Any, meta_fields: Any) -> None:
@@ -325,7 +337,7 @@ def _own_dataclass(cls: Any, data_fields: Any, meta_fields: Any) -> _JaxOwn:
 
 
 # -- JAX -> treekit ---------------------------------------------------------------------------
-def _from_treekit_key(entry: Any) -> Any:
+def _from_jax_key(entry: Any) -> Any:
     import jax.tree_util as jtu
 
     kind = type(entry)
@@ -350,13 +362,18 @@ def _from_jax(cls: type) -> NodeType | None:
     if not _state["connected"]:
         if not _jax_ready():
             return None
-        _connect()  # jax got imported without the hook seeing it (see install)
+        connect()  # jax got imported without the hook seeing it (see install)
     if cls in _MIRRORED or not _jax_knows(cls):
         return None
     ntype = _JAX_ONLY.get(cls)
     if ntype is None:
-        fields = _JAX_DATACLASSES.get(cls)
-        made = _jax_entry(cls) if fields is None else dataclass_entry(cls, *fields)
+        fields, functions = _JAX_DATACLASSES.get(cls), _JAX_NODES.get(cls)
+        if fields is not None:
+            made = dataclass_entry(cls, *fields)
+        elif functions is not None:
+            made = _jax_node_entry(cls, *functions)
+        else:
+            made = _jax_entry(cls)
         ntype = _JAX_ONLY.setdefault(cls, made)
     return ntype
 
@@ -370,11 +387,43 @@ def _jax_entry(cls: type) -> NodeType:
 
         if with_path:
             pairs, treedef = jtu.tree_flatten_with_path(node, is_leaf=one_level)
-            return [child for _, child in pairs], treedef, [_from_treekit_key(path[0]) for path, _ in pairs]
+            return [child for _, child in pairs], treedef, [_from_jax_key(path[0]) for path, _ in pairs]
         children, treedef = jtu.tree_flatten(node, is_leaf=one_level)
         return children, treedef, None
 
     return NodeType(cls, flatten, lambda treedef, children: treedef.unflatten(children), "jax")
+
+
+def _jax_node_entry(cls: type, flatten: Any, unflatten: Any, flatten_with_keys: Any) -> NodeType:
+    """The entry of a class registered with JAX alone, from the functions JAX was given: its
+    node data is theirs (JAX's treedef shows the same), its key entries converted to treekit's."""
+    import jax.tree_util as jtu
+
+    keyed = None
+    fields = {jtu.GetAttrKey: "name", jtu.DictKey: "key", jtu.SequenceKey: "idx", jtu.FlattenedIndexKey: "key"}
+    # this class's key entries, converted once each (by JAX class and a str or int field; at most 512)
+    converted: dict[tuple[type, Any], Any] = {}
+
+    def convert(key: Any) -> Any:
+        kind = type(key)
+        field = fields.get(kind)
+        value = getattr(key, field) if field is not None else None
+        if type(value) is not str and type(value) is not int:
+            return _from_jax_key(key)
+        ours = converted.get((kind, value))
+        if ours is None:
+            ours = _from_jax_key(key)
+            if len(converted) < 512:
+                converted[kind, value] = ours
+        return ours
+
+    if flatten_with_keys is not None:
+
+        def keyed(node: Any) -> tuple[Any, Any]:
+            pairs, data = flatten_with_keys(node)
+            return [(convert(key), child) for key, child in pairs], data
+
+    return NodeType(cls, make_flatten(cls, flatten, keyed), tuple_children(unflatten))
 
 
 def _jax_knows(cls: type) -> bool:
@@ -382,134 +431,3 @@ def _jax_knows(cls: type) -> bool:
 
     is_tree_node = getattr(jtu, "is_tree_node", None)  # public since jax 0.6; older: no bridge
     return is_tree_node is not None and bool(is_tree_node(cls))
-
-
-# -- treedefs, both ways ----------------------------------------------------------------------
-# Both conversions rebuild a tree of placeholder leaves with one library and flatten it with the
-# other, so each node is read by the library's own rules (None, dict order, namedtuples, nodes
-# registered with either library) and nothing is translated by hand. Unflatten functions get
-# placeholder children, as JAX's own code gives them (`treedef.unflatten([object()] * n)`).
-_HOLE = object()
-
-
-def _is_jax_treedef(value: Any) -> bool:
-    cls = type(value)
-    return cls.__name__ == "PyTreeDef" and cls.__module__.startswith(("jaxlib.", "jax."))
-
-
-def _convert(value: Any, label: str) -> TreeDef | None:
-    return _from_jax_treedef(value, label) if _is_jax_treedef(value) else None
-
-
-def _from_jax_treedef(theirs: Any, label: str) -> TreeDef:
-    _connect()  # a JAX treedef exists, so jax is imported: make sure JAX's nodes are known
-    n = theirs.num_leaves
-    try:
-        leaves, ours, _ = flatten(theirs.unflatten([_HOLE] * n))
-    except Exception as exc:
-        raise _unrebuilt(label, "treekit", theirs, repr(exc)) from exc
-    if len(leaves) != n or any(leaf is not _HOLE for leaf in leaves) or ours.num_nodes != theirs.num_nodes:
-        raise _unrebuilt(label, "treekit", theirs, f"treekit reads {ours!r:.80}")
-    return ours
-
-
-def _unrebuilt(label: str, reader: str, treedef: Any, detail: str) -> ValueError:
-    return ValueError(f"{label}: expected a treedef {reader} can rebuild, got {treedef!r:.80} ({detail})")
-
-
-def treedef_from_jax(treedef: Any) -> TreeDef:
-    """treekit's :class:`~treekit.TreeDef` for the structure of a JAX ``PyTreeDef``.
-
-    Every treekit function that takes a treedef also takes a JAX ``PyTreeDef`` and converts
-    it the same way, on each call; convert once with this function to compare, pickle or
-    reuse the result. The two treedefs describe the same trees: same leaves, same nodes
-    (``None`` included), same node data.
-
-    >>> import jax.tree_util as jtu
-    >>> import treekit as tk
-    >>> tree = {'b': [1, None], 'a': (2,)}
-    >>> tk.treedef_from_jax(jtu.tree_structure(tree)) == tk.tree_structure(tree)
-    True
-
-    Args:
-        treedef: A JAX ``PyTreeDef`` (``jax.tree_util.tree_structure(tree)``); a treekit
-            ``TreeDef`` is returned as it is.
-
-    Returns:
-        The equal treekit :class:`~treekit.TreeDef` (dicts in sorted key order, as JAX keeps them).
-
-    Raises:
-        TypeError: If ``treedef`` is neither.
-        ValueError: If the structure cannot be rebuilt with placeholder leaves (a node's
-            unflatten function raised, or the rebuilt node flattens differently).
-    """
-    return as_treedef(treedef, "treedef")
-
-
-def _depth(nodes: tuple[Any, ...]) -> int:
-    """How many levels deep the post-order node records go (a leaf alone: 1), in one pass."""
-    depths: list[int] = []
-    for record in nodes:
-        arity = record[2]
-        if arity:
-            below = max(depths[-arity:])
-            del depths[-arity:]
-            depths.append(below + 1)
-        else:
-            depths.append(1)
-    return depths[-1] if depths else 0
-
-
-def _frames() -> int:
-    """How many Python frames are on the stack now."""
-    count = 0
-    frame: FrameType | None = sys._getframe()
-    while frame is not None:
-        count, frame = count + 1, frame.f_back
-    return count
-
-
-def treedef_to_jax(treedef: Any) -> Any:
-    """JAX's ``PyTreeDef`` for the structure of a treekit :class:`~treekit.TreeDef`; imports jax.
-
-    Pass the result to JAX's functions (``jax.tree_util.tree_unflatten``,
-    ``jax.tree.transpose``, ...), which only take their own treedefs. Nodes registered with
-    treekit are registered with JAX too, so every treekit structure has a JAX one.
-
-    >>> import treekit as tk
-    >>> theirs = tk.treedef_to_jax(tk.tree_structure({'w': [1, 2], 'b': None}))
-    >>> theirs
-    PyTreeDef({'b': None, 'w': [*, *]})
-    >>> theirs.unflatten([1, 2])
-    {'b': None, 'w': [1, 2]}
-
-    Args:
-        treedef: A treekit ``TreeDef`` (a JAX ``PyTreeDef`` is returned as it is).
-
-    Returns:
-        The equal ``jax.tree_util.PyTreeDef`` (dicts in sorted key order, as JAX rebuilds them).
-
-    Raises:
-        ImportError: If jax is not installed.
-        TypeError: If ``treedef`` is not a treedef.
-        ValueError: If the structure cannot be rebuilt with placeholder leaves, or is deeper
-            than JAX's recursive flattener can go (about ``sys.getrecursionlimit()`` levels).
-    """
-    if _is_jax_treedef(treedef):
-        return treedef
-    ours = as_treedef(treedef, "treedef")
-    load()
-    _connect()
-    import jax.tree_util as jtu
-
-    depth, room = _depth(ours._nodes), sys.getrecursionlimit() - _frames() - 50
-    if depth > room:  # JAX's flattener recurses a C++ level per tree level: past the limit it fails
-        raise _unrebuilt("treedef", "JAX", ours, f"{depth} levels deep; JAX's flattener recurses, {room} fit now")
-    n = ours.num_leaves
-    try:
-        theirs: Any = jtu.tree_structure(ours.unflatten([_HOLE] * n))
-    except Exception as exc:
-        raise _unrebuilt("treedef", "JAX", ours, repr(exc)) from exc
-    if theirs.num_leaves != n or theirs.num_nodes != ours.num_nodes:
-        raise _unrebuilt("treedef", "JAX", ours, f"JAX reads {theirs!r:.80}")
-    return theirs

@@ -76,7 +76,7 @@ def _check_methods(cls: Any, *names: str) -> None:
         _check_function(f"cls.{name}", getattr(cls, name, None))
 
 
-def _make_flatten(
+def make_flatten(
     cls: type,
     flatten: Callable[[Any], tuple[Any, Any]] | None,
     flatten_with_keys: Callable[[Any], tuple[Any, Any]] | None,
@@ -106,7 +106,7 @@ def _make_flatten(
     return flatten_node
 
 
-def _tuple_children(unflatten_func: Callable[[Any, Any], Any]) -> UnflattenFn:
+def tuple_children(unflatten_func: Callable[[Any, Any], Any]) -> UnflattenFn:
     """``unflatten_func`` called with the children as a tuple, as jax calls it."""
 
     def unflatten(data: Any, children: Sequence[Any]) -> Any:
@@ -148,8 +148,8 @@ def register_pytree_node(
     _check_function("flatten_func", flatten_func)
     _check_function("unflatten_func", unflatten_func)
     _check_function("flatten_with_keys_func", flatten_with_keys_func, optional=True)
-    flatten = _make_flatten(nodetype, flatten_func, flatten_with_keys_func)
-    add_type(NodeType(nodetype, flatten, _tuple_children(unflatten_func)))
+    flatten = make_flatten(nodetype, flatten_func, flatten_with_keys_func)
+    add_type(NodeType(nodetype, flatten, tuple_children(unflatten_func)))
 
 
 def register_pytree_with_keys(
@@ -185,8 +185,8 @@ def register_pytree_with_keys(
     _check_function("flatten_with_keys", flatten_with_keys)
     _check_function("unflatten_func", unflatten_func)
     _check_function("flatten_func", flatten_func, optional=True)
-    flatten = _make_flatten(nodetype, flatten_func, flatten_with_keys)
-    add_type(NodeType(nodetype, flatten, _tuple_children(unflatten_func)))
+    flatten = make_flatten(nodetype, flatten_func, flatten_with_keys)
+    add_type(NodeType(nodetype, flatten, tuple_children(unflatten_func)))
 
 
 def register_pytree_node_class(cls: C) -> C:

@@ -197,7 +197,7 @@ static tk_status make_dict(PyObject *keys, PyObject **kids, Py_ssize_t n, LastKe
 }
 
 /* The user's unflatten function behind the last custom entry met in this build (the entry
- * and that function owned; `func` NULL: the entry has none, see _registry._tuple_children),
+ * and that function owned; `func` NULL: the entry has none, see _register.tuple_children),
  * or a dataclass entry's `dataclass_init` (owned or NULL, checked: (class, the keyword names,
  * exact str, meta names first, the number of meta names); see _register.dataclass_entry). */
 typedef struct {

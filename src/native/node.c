@@ -220,7 +220,7 @@ static int dataclass_fields(PyObject *fields) {
 }
 
 /* Note the user's own functions behind flatten function `fn`, where the entry names them (see
- * _registry._make_flatten: its `plain`, `keyed` and `finish`), or a dataclass entry's fields. */
+ * _register.make_flatten: its `plain`, `keyed` and `finish`), or a dataclass entry's fields. */
 static void read_own_functions(Ctx *c, PyObject *fn) {
     if (c->plain_of == fn || !PyFunction_Check(fn)) return;
     PyObject *attrs = PyObject_GenericGetDict(fn, NULL);
