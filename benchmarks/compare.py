@@ -541,6 +541,7 @@ def run(
         return list(leaves_op(Inputs(tree, None, None, None, []))())
 
     rows: list[dict[str, Any]] = []
+    standard_names = set(standard_trees(quick))
     for tree_name, build in trees(quick).items():
         if only_trees and tree_name not in only_trees:
             continue
@@ -588,7 +589,7 @@ def run(
             base_time = times.get(BASELINE)
             row = {
                 "tree": tree_name,
-                "group": "standard" if tree_name in standard_trees(quick) else "model",
+                "group": "standard" if tree_name in standard_names else "model",
                 "op": op,
                 "num_leaves": len(expected),
                 "seconds": times,
@@ -834,7 +835,7 @@ def markdown(result: dict[str, Any]) -> str:
         cells.append("-" if speedup is None else f"{speedup:.1f}" + ("" if speedup >= TORCH_TARGET else " **no**"))
         lines.append("| " + " | ".join(cells) + " |")
     geo, worst = result["geomean_ratio_to_jax"], result["worst_row"]
-    cells = [f"**{geo[n]['geomean']:.2f}** ({geo[n]['rows']} rows)" if geo[n]["geomean"] else "-" for n in names]
+    cells = _geomean_cells(geo, names)
     check = result["torch_check"]
     met = f"{check['met']} of {check['rows']} rows" if check["rows"] else "-"
     lines.append("| **geometric mean, standard trees** | | | " + " | ".join(cells) + f" | {met} |")
@@ -843,8 +844,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines.append("| **worst row** | | | " + " | ".join(cells) + f" | {smallest} |")
     model = result.get("model_rows")
     if model:
-        mgeo = model["geomean_ratio_to_jax"]
-        cells = [f"**{mgeo[n]['geomean']:.2f}** ({mgeo[n]['rows']} rows)" if mgeo[n]["geomean"] else "-" for n in names]
+        cells = _geomean_cells(model["geomean_ratio_to_jax"], names)
         lines.append("| **geometric mean, model trees** | | | " + " | ".join(cells) + " | |")
     cores = [n for n in (NATIVE, PURE) if n in names]
     lines += ["", "| op | " + " | ".join(f"{n} / jax, geometric mean (worst tree)" for n in cores) + " |"]
@@ -860,20 +860,20 @@ def markdown(result: dict[str, Any]) -> str:
             ratios = [row["ratio_to_jax"][name] for row in rows]
             cells.append(f"{_geomean(ratios):.2f} ({w['tree']} {w['ratio_to_jax'][name]:.2f})")
         lines.append(f"| {OP_TEXT.get(op, op)} | " + " | ".join(cells) + " |")
-    ns = per_leaf(result)
-    if ns:
-        libs = ordered(list({name: None for by_lib in ns.values() for name in by_lib}))
-        lines += ["", f"| ns per leaf, {PER_LEAF_TREE} | " + " | ".join(libs) + " |", "|---|" + "---:|" * len(libs)]
-        for op, by_lib in ns.items():
-            lines.append(f"| {op} | " + " | ".join(f"{by_lib[n]:.1f}" if n in by_lib else "-" for n in libs) + " |")
-    ns = per_leaf(result, PER_NODE_TREE, PER_NODE_COUNT)
-    if ns:
-        libs = ordered(list({name: None for by_lib in ns.values() for name in by_lib}))
-        lines += ["", f"| ns per dataclass node, {PER_NODE_TREE} | " + " | ".join(libs) + " |"]
-        lines.append("|---|" + "---:|" * len(libs))
-        for op, by_lib in ns.items():
-            lines.append(f"| {op} | " + " | ".join(f"{by_lib[n]:.1f}" if n in by_lib else "-" for n in libs) + " |")
+    for title, ns in (
+        (f"ns per leaf, {PER_LEAF_TREE}", per_leaf(result)),
+        (f"ns per dataclass node, {PER_NODE_TREE}", per_leaf(result, PER_NODE_TREE, PER_NODE_COUNT)),
+    ):
+        if ns:
+            libs = ordered(list({name: None for by_lib in ns.values() for name in by_lib}))
+            lines += ["", f"| {title} | " + " | ".join(libs) + " |", "|---|" + "---:|" * len(libs)]
+            for op, by_lib in ns.items():
+                lines.append(f"| {op} | " + " | ".join(f"{by_lib[n]:.1f}" if n in by_lib else "-" for n in libs) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _geomean_cells(geo: dict[str, dict[str, Any]], names: list[str]) -> list[str]:
+    return [f"**{geo[n]['geomean']:.2f}** ({geo[n]['rows']} rows)" if geo[n]["geomean"] else "-" for n in names]
 
 
 PER_LEAF_TREE, PER_LEAF_OPS = "mlp-1000", ("flatten", "leaves", "unflatten")

@@ -250,9 +250,6 @@ static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
     return u->func;
 }
 
-/* A custom node from its n children: the user's function called directly (its exception
- * noted as the pure core notes it), or treekit._build.unflatten_node, which calls the entry's
- * unflatten function and words its errors. Return value: New reference; NULL with an exception. */
 /* A dataclass node: cls(**{meta name: node data item, ..., data name: child, ...}) as one call
  * with keywords, where node data is a tuple of one item per meta name and there is one child
  * per data name (else NULL, no exception: unflatten_node calls the entry's function, whose
@@ -280,6 +277,10 @@ static PyObject *make_dataclass(PyObject *init, PyObject *ntype, PyObject *data,
     return made;
 }
 
+/* A custom node from its n children: a dataclass entry's class called (make_dataclass), the
+ * user's function called directly (its exception noted as the pure core notes it), or
+ * treekit._build.unflatten_node, which calls the entry's unflatten function and words its
+ * errors. Return value: New reference; NULL with an exception. */
 static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, PyObject **kids, Py_ssize_t n) {
     PyObject *func = user_unflatten(u, ntype), *made = NULL;
     if (func == NULL && u->init != NULL) {
