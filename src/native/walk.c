@@ -293,6 +293,8 @@ static int leaf_paths(Walk *w, Frame *f, Child *ch, Py_ssize_t n) {
     return 0;
 }
 
+#define FEW_LEAVES 8
+
 /* A node whose children are all leaves (most nodes of a parameter tree) is done here,
  * without a frame: its leaves are copied in one go. 1 (done), 0 (not all leaves: it takes a
  * frame), -1 with an exception. (A type's look-up may run a metaclass's __hash__, which may
@@ -304,7 +306,11 @@ static int take_leaves(Walk *w, Frame *f, Child *ch, Py_ssize_t n) {
     }
     if (j != n || PySequence_Fast_GET_SIZE(ch->kids) != n) return 0;
     Py_ssize_t at = PyList_GET_SIZE(w->leaves);
-    int bad = PyList_SetSlice(w->leaves, at, at, ch->kids) < 0;
+    int bad = 0;
+    if (n <= FEW_LEAVES) /* (appends cost less than a slice assignment's set-up for a few) */
+        for (j = 0; !bad && j < n; j++) bad = PyList_Append(w->leaves, PySequence_Fast_GET_ITEM(ch->kids, j)) < 0;
+    else
+        bad = PyList_SetSlice(w->leaves, at, at, ch->kids) < 0;
     for (j = 0; !bad && w->nodes != NULL && j < n; j++) bad = tk_buf_push(w->nodes, tk_state.LEAF) < 0;
     bad = bad || (w->nodes != NULL && tk_add_record(w->nodes, &w->made_records, ch->ntype, ch->data, n, n, n + 1) < 0);
     w->made += n + 1;
