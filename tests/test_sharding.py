@@ -276,7 +276,8 @@ NOT_A_SPEC = "expected a NamedSharding, a PartitionSpec or None, got"
         (
             {"mesh": MESH},
             TypeError,
-            "mesh: expected None without shardings= (it lays out their PartitionSpecs), got {'data': 2, 'model': 4}",
+            "mesh: expected None without shardings= or leaves in flax's sharding boxes (it lays out their "
+            "PartitionSpecs), got {'data': 2, 'model': 4}",
         ),
         (
             {"shardings": [P()], "mesh": MESH},

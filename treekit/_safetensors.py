@@ -214,7 +214,7 @@ def _write_array(f: IO[bytes], name: str, array: Any, dtype: np.dtype[Any], shap
         raise ValueError(f"tensor {name!r}: expected {dtype}{list(shape)} as it claimed, got {a.dtype}{list(a.shape)}")
     if a.flags.c_contiguous and a.nbytes <= _CHUNK:
         try:
-            f.write(a)  # type: ignore[call-overload]  # (most arrays: one write of its buffer)
+            f.write(a.data)  # (most arrays: one write of its buffer)
             return
         except (TypeError, ValueError, BufferError):
             pass  # (a dtype numpy exports no buffer for: its bytes, below)

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from treekit._annotations import annotation, box_level
 from treekit._describe import dtype_name, is_array, itemsize
 from treekit._keys import KeyPath, keystr
 from treekit._layout import Layout, device_nbytes, layout_of, mesh_str, named_layout, spec_str
@@ -167,7 +168,7 @@ def _stats(arrays: list[Any]) -> tuple[int, float, float, float, float, int, int
             count += finite.size
             total += float(finite.sum())
             squares += float((finite * finite).sum())
-            low, high = min(low, float(finite.min())), max(high, float(finite.max()))
+            low, high = min(low, float(np.min(finite))), max(high, float(np.max(finite)))
     if not count:
         return 0, math.nan, math.nan, math.nan, math.nan, nans, infs
     mean = total / count
@@ -232,11 +233,15 @@ def table_rows(
 def _layouts(tree: Any, leaves: list[Any], is_leaf: IsLeaf | None, shardings: Any, mesh: Any) -> list[Layout | None]:
     """Each leaf's layout: from ``shardings`` (a prefix of ``tree``) when given, else from the
     leaf's own ``.sharding``; ``[]`` when no leaf has one (the table then has no sharding columns)."""
-    if shardings is None:
-        if mesh is not None:
+    if shardings is None and mesh is not None:  # the specs flax's boxes give their leaves
+        names = [annotation(box) for box in flatten(tree, box_level(is_leaf))[0]]
+        if all(n is None for n in names):
             raise TypeError(
-                f"mesh: expected None without shardings= (it lays out their PartitionSpecs), got {mesh!r:.60}"
+                "mesh: expected None without shardings= or leaves in flax's sharding boxes "
+                f"(it lays out their PartitionSpecs), got {mesh!r:.60}"
             )
+        return [None if n is None else layout_of(n, mesh) for n in names]
+    if shardings is None:
         found = [named_layout(getattr(x, "sharding", None)) if is_array(x) else None for x in leaves]
         return found if any(layout is not None for layout in found) else []
     full = broadcast(shardings, tree, lambda x: x is None, "shardings", full_is_leaf=is_leaf)
@@ -307,7 +312,9 @@ def summary(
             with ``tree``'s structure or a prefix of it (as :func:`treekit.sharding.shardings`
             or :func:`treekit.sharding.match_rules` give); overrides the arrays' own shardings.
         mesh: The mesh of the ``PartitionSpec`` in ``shardings``: a ``jax.sharding.Mesh``
-            or ``{axis name: size}``.
+            or ``{axis name: size}``. Without ``shardings``, the specs are the names flax's
+            boxes give their leaves (``nn.Partitioned``, nnx ``Variable`` metadata), as
+            :func:`treekit.sharding.match_rules` reads them.
         format: ``'text'`` (aligned columns) or ``'markdown'``.
 
     Returns:
@@ -316,7 +323,7 @@ def summary(
     Raises:
         ValueError: If ``depth`` is not an int >= 0 or ``format`` is unknown.
         TypeError: If ``shardings`` holds a spec and ``mesh`` is missing, or ``mesh`` comes
-            without ``shardings``.
+            without ``shardings`` in a tree with no flax box's names.
         StructureMismatchError: If ``shardings`` is not a prefix of ``tree``; labelled
             ``shardings``.
     """

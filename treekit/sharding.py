@@ -38,6 +38,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from treekit._annotations import annotation, box_level
 from treekit._keys import KeyPath, keystr
 from treekit._layout import device_nbytes, entry_axes
 from treekit._layout import mesh_axes as mesh_axes
@@ -148,14 +149,26 @@ def match_rules(
             A pattern is a regular expression searched in the leaf's ``'a/b/0'`` path and in its
             ``keystr`` path ``['a']['b'][0]``. A spec is a ``PartitionSpec``, ``None``
             (replicated) or a tuple of axis names and ``None``.
-        default: The spec of leaves no rule matches. Without it, such leaves raise.
+        default: The spec of leaves no rule matches and no flax box annotates. Without it,
+            such leaves raise.
+
+    A leaf in a flax box (``nn.with_partitioning``'s ``nn.Partitioned``, an nnx ``Variable``
+    made with ``nnx.with_partitioning`` or ``out_sharding=``) whose path no rule matches
+    (the leaf's, ``'params/Dense_0/kernel/value'``, or the box's, ``'params/Dense_0/kernel'``)
+    gets the box's names as its spec: a rule overrides the annotation, the annotation the
+    default. linen's ``LogicallyPartitioned`` names logical axes, not the mesh's, and counts
+    as unannotated.
         is_leaf: As in :func:`treekit.tree_flatten`.
 
     Returns:
-        The tree of ``PartitionSpec``.
+        The tree of ``PartitionSpec``: ``tree``'s structure, but that a flax box of one leaf
+        (an ``nn.Partitioned``, or an nnx ``Variable`` with sharding metadata) is replaced
+        by its leaf's spec, as ``nn.get_partition_spec`` does (a prefix of ``tree``, which
+        the functions here take).
 
     Raises:
-        ShardingError: If no default is given and some leaves match no rule; lists every one.
+        ShardingError: If no default is given and some leaves match no rule and carry no
+            box's names; lists every one.
         TypeError: If a rule is not a ``(pattern, spec)`` pair.
 
     Warns:
@@ -163,23 +176,28 @@ def match_rules(
     """
     compiled = _rules(rules)
     fallback = None if default is _REQUIRED else _as_spec(default, "default")
-    _, treedef, paths = flatten(tree, is_leaf, with_path=True)
-    assert paths is not None
+    paths = flatten(tree, is_leaf, with_path=True)[2]
+    boxes, treedef, box_paths = flatten(tree, box_level(is_leaf), with_path=True)
+    assert paths is not None and box_paths is not None
     found = [0] * len(compiled)  # leaves each rule matches
     won = [0] * len(compiled)  # leaves each rule gives its spec
     specs: list[Any] = []
     unmatched: list[str] = []
-    for path in paths:
+    for path, box, box_path in zip(paths, boxes, box_paths):
         forms = _path_forms(path)
+        searched = forms if box_path == path else forms + _path_forms(box_path)  # a box's path too
         winner = None
         for k, (pattern, _) in enumerate(compiled):
-            if pattern.search(forms[0]) or pattern.search(forms[1]):
+            if any(pattern.search(form) for form in searched):
                 found[k] += 1
                 if winner is None:
                     winner = k
+        names = annotation(box)
         if winner is not None:
             won[winner] += 1
             specs.append(compiled[winner][1])
+        elif names is not None:
+            specs.append(_as_spec(names, f"tree{forms[1]} (its box's names)"))
         elif fallback is not None:
             specs.append(fallback)
         else:
@@ -313,7 +331,7 @@ def device_bytes(tree: PyTree, specs: Any, mesh: Any) -> PyTree:
     return treedef.unflatten([device_nbytes(x, spec, axes) or 0 for x, spec in zip(leaves, spec_list)])
 
 
-def shardings(tree: PyTree, mesh: Any, rules_or_specs: Any, *, default: Any = _REQUIRED) -> PyTree:
+def shardings(tree: PyTree, mesh: Any, rules_or_specs: Any = (), *, default: Any = _REQUIRED) -> PyTree:
     """The tree of :class:`jax.sharding.NamedSharding` for ``tree``, checked, for ``jax.jit``'s
     ``in_shardings`` / ``out_shardings`` or ``jax.device_put``.
 
@@ -329,11 +347,15 @@ def shardings(tree: PyTree, mesh: Any, rules_or_specs: Any, *, default: Any = _R
             :func:`treekit.summary` and ``jax.eval_shape``), a ``jax.sharding.AbstractMesh`` or
             ``{axis name: size}``, which becomes one.
         rules_or_specs: Rules (as :func:`match_rules` takes), or a tree of specs with ``tree``'s
-            structure or a prefix of it.
+            structure or a prefix of it. Without it, each leaf's spec is its flax box's
+            names (leaves without one need ``default``).
         default: With rules: the spec of unmatched leaves (as in :func:`match_rules`).
 
     Returns:
-        A tree of ``NamedSharding`` with ``tree``'s structure.
+        A tree of ``NamedSharding`` with ``tree``'s structure, but that a flax box
+        (``nn.Partitioned``, an nnx ``Variable``) of one leaf is replaced by its leaf's
+        sharding, as flax's ``nn.get_sharding`` does: a prefix of ``tree``, which ``jax.jit``
+        and ``jax.device_put`` take.
 
     Raises:
         ShardingError: If a leaf matches no rule (without ``default``) or its spec doesn't fit.
@@ -347,11 +369,11 @@ def shardings(tree: PyTree, mesh: Any, rules_or_specs: Any, *, default: Any = _R
         rules_or_specs = match_rules(tree, rules_or_specs, default)
     check_specs(tree, rules_or_specs, mesh)
     specs = _spec_tree(tree, rules_or_specs)
-    treedef = flatten(tree)[1]
+    treedef = flatten(tree, box_level())[1]
     return treedef.unflatten([NamedSharding(mesh, spec) for spec in specs])
 
 
-def shard(tree: PyTree, mesh: Any, rules_or_specs: Any, *, default: Any = _REQUIRED) -> PyTree:
+def shard(tree: PyTree, mesh: Any, rules_or_specs: Any = (), *, default: Any = _REQUIRED) -> PyTree:
     """Place ``tree``'s arrays on ``mesh``'s devices, each sharded by its spec (``jax.device_put``).
 
     >>> import jax, numpy as np
