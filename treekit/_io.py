@@ -25,6 +25,8 @@ from treekit._atomic import atomic_file
 from treekit._describe import dtype_name
 from treekit._keys import keystr
 from treekit._restore import restore
+from treekit._shards import place, placed_on_mesh
+from treekit._traverse import flatten
 
 __all__ = ["PickleRefused", "load", "load_leaf", "metadata", "read_npz", "save"]
 
@@ -245,6 +247,7 @@ def load(
     *,
     mmap: bool = False,
     rename: Sequence[tuple[str, str]] = (),
+    shardings: Any = None,
 ) -> Any:
     r"""The tree :func:`save` wrote to ``path``; with ``like``, restored into that template.
 
@@ -283,6 +286,13 @@ def load(
         rename: ``(regex, replacement)`` rules applied in turn (``re.sub``) to the names of a
             file treekit did not write, before matching: ``[('^model[.]', ''), ('[.]weight$',
             '.kernel')]``.
+        shardings: Where the arrays go: one ``jax.sharding.Sharding`` for all, or a tree of
+            them (``None`` leaves stay numpy arrays) with the loaded tree's structure or a
+            prefix of it, as :func:`treekit.sharding.shardings` gives. Each array is built
+            with ``jax.make_array_from_callback`` from a memory map of the file, each device
+            copying only its slice, so a file saved on one mesh loads onto any other. Without
+            it, where ``like`` holds ``ShapeDtypeStruct`` with a sharding or jax arrays
+            sharded over several devices, each leaf of ``like`` gives its sharding.
 
     Returns:
         The tree.
@@ -295,8 +305,16 @@ def load(
             ``ValueError``).
         ValueError: If the file is not a zip or a damaged one, or its structure record is
             damaged or names a class that is not defined now.
+        treekit.sharding.ShardingError: If a sharding does not fit its array's shape; every
+            such array by key path, before any array's data is read.
         OSError: If the file cannot be read.
     """
+    if shardings is not None or (like is not None and any(map(placed_on_mesh, flatten(like)[0]))):
+        return place(_load(path, like, True, rename), shardings, like)
+    return _load(path, like, mmap, rename)
+
+
+def _load(path: str | os.PathLike[str], like: Any, mmap: bool, rename: Sequence[tuple[str, str]]) -> Any:
     rules = _rules(rename)
     if os.fspath(path).endswith(".index.json"):  # Hugging Face's shards: {"weight_map": {name: file}}
         record, arrays, sep = None, _shards(path, mmap), "."

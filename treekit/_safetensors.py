@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple
 from treekit._atomic import atomic_file
 from treekit._describe import dtype_name
 from treekit._progress import Progress
+from treekit._shards import pieces, write_pieces
 
 if TYPE_CHECKING:
     import numpy as np
@@ -140,8 +141,10 @@ def write(
 
     The header is made from shapes and dtypes first; then each array is converted
     (``numpy.asarray``: a jax array is copied to the host now, one at a time) and its bytes
-    written, never the whole data at once. A temporary file in the same folder is renamed over
-    ``path`` once complete and synced: an error leaves the old file (or none) and no temporary.
+    written, never the whole data at once; a ``jax.Array`` sharded over several devices is
+    written shard by shard, each into its place (replicas once), never gathered. A temporary
+    file in the same folder is renamed over ``path`` once complete and synced: an error leaves
+    the old file (or none) and no temporary.
 
     >>> import os, tempfile
     >>> import numpy as np
@@ -182,6 +185,12 @@ def write(
             raise TypeError(f"tensor {name!r}: expected an array of a dtype with a safetensors code, got dtype {dtype}")
         entries.append((name, array, dtype, shape, code, math.prod(shape) * dtype.itemsize))
         names.add(name)
+    for name, array, *_ in entries:
+        if getattr(array, "is_fully_addressable", True) is False:
+            raise ValueError(
+                f"tensor {name!r}: expected a jax array this process holds every shard of, got one sharded "
+                "across processes (saving those from every process at once is not supported yet)"
+            )
     entries.sort(key=lambda e: -e[2].itemsize)  # stable: ties keep the given order
     header: dict[str, Any] = {}
     if metadata is not None:
@@ -202,7 +211,11 @@ def write(
     with atomic_file(path) as f, Progress(f"save {os.path.basename(os.fspath(path))}", offset) as progress:
         f.write(len(blob).to_bytes(8, "little") + blob)
         for name, array, dtype, shape, _, size in entries:
-            _write_array(f, name, array, dtype, shape)
+            parts = pieces(array)
+            if parts is None:
+                _write_array(f, name, array, dtype, shape)
+            else:  # a sharded jax array: each shard into its place, none gathered
+                write_pieces(f, parts, dtype, shape)
             progress.advance(size)
 
 

@@ -1,0 +1,112 @@
+"""Checkpoints on a mesh: sharded jax arrays saved shard by shard (never gathered, the file the
+same bytes as the gathered tree's) and loaded onto any mesh, in a subprocess with 8 CPU devices
+(XLA takes the device count from ``XLA_FLAGS`` when jax is first imported)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+from treekit import load, save  # noqa: E402
+from treekit.sharding import ShardingError  # noqa: E402
+
+EIGHT = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+
+SCRIPT = """
+import os, sys, tempfile
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import treekit, treekit._safetensors
+from treekit.sharding import ShardingError, shardings
+
+rng = np.random.default_rng(0)
+tree = {
+    'embed': rng.normal(size=(16, 24)).astype(np.float32),
+    'kernel': rng.normal(size=(4, 6, 8)).astype(np.float32),
+    'bf16': jnp.asarray(rng.normal(size=(8, 16)), jnp.bfloat16),
+    'ids': np.arange(32, dtype=np.int32),
+    'scale': np.float32(2.5),
+    'step': 7,
+}
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ('data', 'model'))
+specs = {'embed': P(None, 'model'), 'kernel': P(None, 'data', 'model'), 'bf16': P(('data', 'model')),
+         'ids': P('model'), 'scale': P(), 'step': None}
+placed = treekit.sharding.shard(tree, mesh, specs)
+
+written_whole = []  # the names of the arrays written whole (a jax array copied to the host whole)
+write_array = treekit._safetensors._write_array
+treekit._safetensors._write_array = lambda f, name, *rest: (written_whole.append(name), write_array(f, name, *rest))
+d = tempfile.mkdtemp()
+a, b = os.path.join(d, 'sharded.safetensors'), os.path.join(d, 'host.safetensors')
+treekit.save(a, placed)
+treekit._safetensors._write_array = write_array
+assert sorted(written_whole) == ["['scale']", "['step']"], written_whole  # (replicated); the rest by shard
+treekit.save(b, jax.tree_util.tree_map(np.asarray, placed))
+assert open(a, 'rb').read() == open(b, 'rb').read()  # the same file as the gathered tree's
+
+def same(got, want_sharding=None):
+    for k, v in tree.items():
+        np.testing.assert_array_equal(np.asarray(got[k], np.float64), np.asarray(v, np.float64), err_msg=k)
+    return got
+
+# onto another mesh: model=8
+mesh8 = Mesh(np.array(jax.devices()), ('model',))
+got = same(treekit.load(a, shardings={'embed': NamedSharding(mesh8, P(None, 'model')),
+                                      'kernel': NamedSharding(mesh8, P(None, None, 'model')),
+                                      'bf16': NamedSharding(mesh8, P('model')),
+                                      'ids': NamedSharding(mesh8, P('model')), 'scale': None, 'step': None}))
+assert got['kernel'].sharding.spec == P(None, None, 'model') and len(got['kernel'].addressable_shards) == 8
+assert got['bf16'].dtype == jnp.bfloat16 and isinstance(got['scale'], np.ndarray) and got['step'] == 7
+# onto 2x4 with other specs (a template of ShapeDtypeStructs with shardings)
+like = jax.tree_util.tree_map(
+    lambda x, s: jax.ShapeDtypeStruct(np.shape(x), jnp.asarray(x).dtype, sharding=NamedSharding(mesh, s)),
+    {k: v for k, v in tree.items() if k != 'step'},
+    {'embed': P('data', 'model'), 'kernel': P('model'), 'bf16': P(None, 'model'), 'ids': P(), 'scale': P()})
+got = same(treekit.load(a, like={**like, 'step': 0}))
+assert got['embed'].sharding.spec == P('data', 'model') and got['ids'].sharding.is_fully_replicated
+# onto one device, saved again from there, and back onto 8
+one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+got = same(treekit.load(a, shardings=one))
+c = os.path.join(d, 'one.safetensors')
+treekit.save(c, got)
+assert open(c, 'rb').read() == open(a, 'rb').read()
+got = same(treekit.load(c, shardings=shardings(tree, mesh, specs)))
+assert got['kernel'].sharding.spec == P(None, 'data', 'model')
+# a spec that does not fit the saved shape: every such array named, nothing placed
+try:
+    wrong = {'kernel': NamedSharding(mesh, P(None, 'model')), 'ids': NamedSharding(mesh, P('data', 'model'))}
+    treekit.load(a, shardings={'embed': None, 'bf16': None, 'scale': None, 'step': None, **wrong})
+except ShardingError as err:
+    assert len(err.problems) == 2, err.problems
+    assert err.problems[0].startswith("file['ids']: expected a spec of at most 1 entry"), err.problems
+    assert err.problems[1].startswith("file['kernel']: expected dim 1 (size 6) divisible by 4"), err.problems
+else:
+    raise AssertionError('no ShardingError')
+print('ok')
+"""
+
+
+def test_sharded_checkpoints_round_trip_across_meshes_on_eight_devices() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SCRIPT)], env=EIGHT, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_shardings_that_do_not_fit_are_named_before_anything_is_placed(tmp_path: pytest.TempPathFactory) -> None:
+    name = os.path.join(str(tmp_path), "ckpt.safetensors")
+    save(name, {"w": np.zeros((6, 4), np.float32), "b": np.zeros(4, np.float32)})
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("model",))
+    sharding = jax.sharding.NamedSharding(mesh, P(None, None, "model"))
+    with pytest.raises(ShardingError, match=r"file\['b'\]: expected a spec of at most 1 entry"):
+        load(name, shardings={"w": None, "b": sharding})
+    placed = load(name, shardings=jax.sharding.NamedSharding(mesh, P("model")))
+    assert placed["w"].sharding.spec == P("model") and placed["b"].shape == (4,)

@@ -1,0 +1,169 @@
+"""Checkpoints on a mesh: a sharded ``jax.Array`` written shard by shard into its place in a
+file, and a file's arrays built on any mesh, each device reading only its own slice.
+
+The file holds each array whole, in C order, as any other checkpoint (so a file saved on one
+mesh loads onto any other, or onto one device, and other tools read it). Saving copies one
+shard at a time to the host and copies it straight into its place through a writable map of
+the array's region of the file. Replicas of a shard are written once. Loading builds each array with
+``jax.make_array_from_callback`` over a read-only memory map of the file: each device's
+callback copies its slice, so a process reads only the byte ranges of its own shards.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap as mapping
+import os
+from collections.abc import Callable
+from typing import IO, Any
+
+from treekit._keys import KeyPath, keystr
+from treekit._layout import mesh_axes
+from treekit._traverse import flatten
+
+__all__ = ["check_placements", "pieces", "place", "placed_on_mesh", "write_pieces"]
+
+
+def pieces(array: Any) -> list[tuple[tuple[slice, ...], Any]] | None:
+    """The distinct shards of a ``jax.Array`` split over several devices, ``(index, shard
+    data)`` each (replicas once); ``None`` for anything else (written whole).
+
+    >>> pieces([1, 2]) is None
+    True
+    """
+    sharding = getattr(array, "sharding", None)
+    shards = getattr(array, "addressable_shards", None)
+    if shards is None or sharding is None or getattr(sharding, "is_fully_replicated", True):
+        return None
+    out: dict[tuple[tuple[Any, Any], ...], tuple[tuple[slice, ...], Any]] = {}
+    for shard in shards:
+        index = tuple(shard.index)
+        out.setdefault(tuple((s.start, s.stop) for s in index), (index, shard.data))
+    return list(out.values())
+
+
+def write_pieces(f: IO[bytes], parts: list[tuple[tuple[slice, ...], Any]], dtype: Any, shape: tuple[int, ...]) -> None:
+    """Write each shard of ``parts`` (from :func:`pieces`) into its place in the array of
+    ``shape`` and ``dtype`` whose bytes start at ``f``'s position, through a writable map of
+    that region of the file (numpy copies each shard into its strided place); one shard on the
+    host at a time. ``f`` is left at the array's end."""
+    import numpy as np
+
+    f.flush()
+    start = f.tell()
+    size = math.prod(shape) * dtype.itemsize
+    if size:
+        fd = f.fileno()
+        if os.fstat(fd).st_size < start + size:
+            os.ftruncate(fd, start + size)
+        skip = start % mapping.ALLOCATIONGRANULARITY
+        with mapping.mmap(fd, size + skip, offset=start - skip, access=mapping.ACCESS_WRITE) as region:
+            whole = np.frombuffer(region, np.uint8, size, skip).view(dtype).reshape(shape)
+            for index, data in parts:
+                block = np.asarray(data)
+                if block.dtype != dtype:
+                    raise ValueError(f"a shard of dtype {block.dtype}: expected {dtype}")
+                whole[index] = block
+                del block
+            del whole
+            region.flush()
+    f.seek(start + size)
+
+
+def _sharding_of(x: Any) -> Any:
+    sharding = getattr(x, "sharding", None)
+    return sharding if sharding is not None and hasattr(sharding, "shard_shape") else None
+
+
+def placed_on_mesh(x: Any) -> bool:
+    """A template leaf that asks :func:`treekit.load` to place its array: a
+    ``ShapeDtypeStruct`` with a sharding, or a ``jax.Array`` sharded over several devices.
+
+    >>> placed_on_mesh(3)
+    False
+    """
+    sharding = _sharding_of(x)
+    if sharding is None:
+        return False
+    return not hasattr(x, "addressable_shards") or len(getattr(sharding, "device_set", ())) > 1
+
+
+def _given(tree: Any, shardings: Any, like: Any) -> list[Any]:
+    """The sharding of each leaf of ``tree``: from ``shardings`` (one sharding for all, or a
+    tree with ``tree``'s structure or a prefix of it; ``None`` leaves stay on the host), else
+    from ``like``'s leaves (jax arrays, ``ShapeDtypeStruct`` with a sharding)."""
+    from treekit._rearrange import broadcast
+
+    leaves = flatten(tree)[0]
+    if shardings is None:
+        found = [_sharding_of(x) if placed_on_mesh(x) else None for x in flatten(like)[0]]
+        return found if len(found) == len(leaves) else [None] * len(leaves)
+    if _is_sharding(shardings):
+        return [shardings] * len(leaves)
+    full = broadcast(shardings, tree, _is_sharding, "shardings")
+    return list(flatten(full, _is_sharding)[0])
+
+
+def _is_sharding(x: Any) -> bool:
+    return x is None or hasattr(x, "shard_shape")
+
+
+def _slicer(source: Any) -> Callable[[Any], Any]:
+    """make_array_from_callback's callback: a device's slice of ``source``, copied."""
+    import numpy as np
+
+    return lambda index: np.array(source[index])
+
+
+def check_placements(paths: list[KeyPath], leaves: list[Any], given: list[Any]) -> None:
+    """Every array's sharding fits its shape (all problems at once, by key path), before any
+    array's data is read."""
+    problems = []
+    for path, x, sharding in zip(paths, leaves, given):
+        if sharding is None:
+            continue
+        shape = getattr(x, "shape", None)
+        if shape is None:
+            problems.append(f"file{keystr(path)}: expected an array for {sharding!r:.80}, got {type(x).__name__}")
+            continue
+        spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
+        if spec is not None and mesh is not None:
+            from treekit.sharding import ShardingError, check_specs
+
+            try:
+                check_specs(x, spec, mesh_axes(mesh))
+            except ShardingError as err:
+                problems += [f"file{keystr(path)}{p[len('tree') :]}" for p in err.problems]
+            continue
+        try:
+            sharding.shard_shape(tuple(shape))
+        except Exception as err:  # (jax's own words for another kind of sharding)
+            problems.append(
+                f"file{keystr(path)}: expected a shape {sharding!r:.60} can split, got {tuple(shape)} ({err})"
+            )
+    if problems:
+        from treekit.sharding import ShardingError
+
+        raise ShardingError(problems)
+
+
+def place(tree: Any, shardings: Any, like: Any) -> Any:
+    """``tree`` (a loaded tree, arrays mapped from the file) with each array that has a sharding
+    built on its devices by ``jax.make_array_from_callback``, each device copying its slice."""
+    import jax
+    import numpy as np
+
+    leaves, treedef, paths = flatten(tree, with_path=True)
+    assert paths is not None
+    given = _given(tree, shardings, like)
+    check_placements(paths, leaves, given)
+    out = []
+    for x, sharding in zip(leaves, given):
+        if sharding is None:
+            out.append(x)
+        elif isinstance(x, np.ndarray) or isinstance(x, np.generic):
+            source = np.asarray(x)
+            out.append(jax.make_array_from_callback(source.shape, sharding, _slicer(source)))
+        else:  # (a typed key, already a jax array)
+            out.append(jax.device_put(x, sharding))
+    return treedef.unflatten(out)
