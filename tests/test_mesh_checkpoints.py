@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,3 +111,19 @@ def test_shardings_that_do_not_fit_are_named_before_anything_is_placed(tmp_path:
         load(name, shardings={"w": None, "b": sharding})
     placed = load(name, shardings=jax.sharding.NamedSharding(mesh, P("model")))
     assert placed["w"].sharding.spec == P("model") and placed["b"].shape == (4,)
+
+
+def test_the_scaling_out_pages_checkpoint_example_runs_on_eight_devices(tmp_path: pytest.TempPathFactory) -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "scaling-out.md").read_text(encoding="utf-8")
+    section = page[page.index("## Checkpoints on a mesh") :]
+    start = section.index("```python\n") + len("```python\n")
+    code = section[start : section.index("```\n", start)]
+    check = """
+assert restored['embed'].sharding.spec == P(None, 'model') and len(restored['embed'].addressable_shards) == 8
+assert np.array_equal(np.asarray(one['head']), params['head']) and len(one['head'].sharding.device_set) == 1
+print('ok')
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code + check], env=EIGHT, capture_output=True, text=True, timeout=300, cwd=str(tmp_path)
+    )
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
