@@ -54,8 +54,11 @@ def write_pieces(f: IO[bytes], parts: list[tuple[tuple[slice, ...], Any]], dtype
     size = math.prod(shape) * dtype.itemsize
     if size:
         fd = f.fileno()
-        if os.fstat(fd).st_size < start + size:
-            os.ftruncate(fd, start + size)
+        try:  # the region's blocks allocated at once (faster than a sparse file's, page by page)
+            os.posix_fallocate(fd, start, size)
+        except (AttributeError, OSError):  # (no such call here, or a file system without it)
+            if os.fstat(fd).st_size < start + size:
+                os.ftruncate(fd, start + size)
         skip = start % mapping.ALLOCATIONGRANULARITY
         with mapping.mmap(fd, size + skip, offset=start - skip, access=mapping.ACCESS_WRITE) as region:
             whole = np.frombuffer(region, np.uint8, size, skip).view(dtype).reshape(shape)
@@ -66,8 +69,7 @@ def write_pieces(f: IO[bytes], parts: list[tuple[tuple[slice, ...], Any]], dtype
                 whole[index] = block
                 del block
             del whole
-            region.flush()
-    f.seek(start + size)
+    f.seek(start + size)  # (the dirty pages outlive the map; the caller's fsync writes them with the rest)
 
 
 def _sharding_of(x: Any) -> Any:
