@@ -127,3 +127,92 @@ print('ok')
         [sys.executable, "-c", code + check], env=EIGHT, capture_output=True, text=True, timeout=300, cwd=str(tmp_path)
     )
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+PROCESS = Path(__file__).resolve().parent / "processes.py"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(count: int, mode: str, folder: str) -> list[subprocess.Popen[str]]:
+    port = str(_free_port())
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    return [
+        subprocess.Popen(
+            [sys.executable, str(PROCESS), str(k), str(count), port, mode, folder],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(count)
+    ]
+
+
+def _cluster(count: int, mode: str, folder: str, timeout: float = 240) -> list[str]:
+    """Run ``count`` processes of tests/processes.py to the end (each killed if still running
+    after ``timeout`` seconds); their outputs."""
+    procs = _start(count, mode, folder)
+    outs = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0 and out.strip().endswith("ok"), err[-3000:]
+            outs.append(out)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    return outs
+
+
+@pytest.mark.parametrize(("savers", "loaders"), [(2, 4), (4, 2)])
+def test_processes_save_one_checkpoint_together_and_each_reads_its_own_bytes(
+    tmp_path: pytest.TempPathFactory, savers: int, loaders: int
+) -> None:
+    folder = str(tmp_path)
+    _cluster(savers, "save", folder)
+    ckpt, host = (os.path.join(folder, n) for n in ("ckpt.safetensors", "host.safetensors"))
+    with open(ckpt, "rb") as a, open(host, "rb") as b:
+        assert a.read() == b.read()  # the same file one process writes from the whole tree
+    assert sorted(os.listdir(folder)) == ["ckpt.safetensors", "host.safetensors"]  # no temporary left
+    for out in _cluster(loaders, "load", folder):
+        line = next(line for line in out.splitlines() if line.startswith("read "))
+        read, total = (int(n) for n in line.split()[1::2])
+        # the split arrays: 1/loaders of their bytes each; 'norm' (replicated, 96 bytes): at
+        # least once, at most once per local device (jax may copy one slice to several)
+        split = total - 24 * 4
+        assert split // loaders + 24 * 4 <= read <= split // loaders + (8 // loaders) * 24 * 4, line
+
+
+def test_a_process_killed_mid_save_leaves_the_old_checkpoint(tmp_path: pytest.TempPathFactory) -> None:
+    folder = str(tmp_path)
+    old = {"w": np.arange(6.0)}
+    save(os.path.join(folder, "ckpt.safetensors"), old)
+    procs = _start(2, "slow", folder)
+    try:
+        for _ in range(2400):  # until the temporary file is there (process 0 made it), 120 s at most
+            if any(n.endswith(".tmp") for n in os.listdir(folder)) or any(p.poll() is not None for p in procs):
+                break
+            import time
+
+            time.sleep(0.05)
+        assert all(p.poll() is None for p in procs), "a process ended before the save began"
+        procs[1].kill()
+    finally:
+        for proc in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert procs[0].returncode != 0  # it could not finish alone
+    got = load(os.path.join(folder, "ckpt.safetensors"))
+    np.testing.assert_array_equal(got["w"], old["w"])
+    assert [n for n in os.listdir(folder) if not n.startswith(".")] == ["ckpt.safetensors"]

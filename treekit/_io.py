@@ -104,6 +104,13 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
     ...     load(name)
     {'layers': [(1, 2.5), None], 3: 'relu'}
 
+    A sharded ``jax.Array`` is written shard by shard into its place (replicas once), never
+    gathered. When the tree holds arrays sharded across processes (``jax.distributed``), every
+    process must call ``save`` with the same tree and path: each writes its own shards into
+    one temporary file beside ``path``, which process 0 renames over ``path`` once all have
+    written (barriers by ``multihost_utils.sync_global_devices``), so the checkpoint is
+    complete or absent.
+
     Args:
         path: The file to write (used as given: no suffix is added).
         tree: Any pytree whose nodes and leaves are of the kinds above.

@@ -26,7 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple
 from treekit._atomic import atomic_file
 from treekit._describe import dtype_name
 from treekit._progress import Progress
-from treekit._shards import pieces, write_pieces
+from treekit._shards import pieces, save_together, write_pieces
 
 if TYPE_CHECKING:
     import numpy as np
@@ -185,12 +185,7 @@ def write(
             raise TypeError(f"tensor {name!r}: expected an array of a dtype with a safetensors code, got dtype {dtype}")
         entries.append((name, array, dtype, shape, code, math.prod(shape) * dtype.itemsize))
         names.add(name)
-    for name, array, *_ in entries:
-        if getattr(array, "is_fully_addressable", True) is False:
-            raise ValueError(
-                f"tensor {name!r}: expected a jax array this process holds every shard of, got one sharded "
-                "across processes (saving those from every process at once is not supported yet)"
-            )
+    together = any(getattr(array, "is_fully_addressable", True) is False for _, array, *_ in entries)
     entries.sort(key=lambda e: -e[2].itemsize)  # stable: ties keep the given order
     header: dict[str, Any] = {}
     if metadata is not None:
@@ -208,8 +203,13 @@ def write(
     blob += b" " * (-len(blob) % 8)
     if len(blob) > MAX_HEADER:
         raise ValueError(f"header: expected at most {MAX_HEADER} bytes of JSON, got {len(blob)}")
+    head = len(blob).to_bytes(8, "little") + blob
+    if together:  # arrays sharded across processes: every process writes its own shards
+        regions = [(name, array, dtype, shape) for name, array, dtype, shape, _, _ in entries]
+        save_together(os.fspath(path), head, regions, offset, _write_array)
+        return
     with atomic_file(path) as f, Progress(f"save {os.path.basename(os.fspath(path))}", offset) as progress:
-        f.write(len(blob).to_bytes(8, "little") + blob)
+        f.write(head)
         for name, array, dtype, shape, _, size in entries:
             parts = pieces(array)
             if parts is None:
@@ -222,6 +222,8 @@ def write(
 def _write_array(f: IO[bytes], name: str, array: Any, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
     import numpy as np
 
+    if getattr(array, "is_fully_addressable", True) is False:  # (replicated over processes: any copy)
+        array = array.addressable_shards[0].data
     a = np.asarray(array)
     if a.dtype != dtype or a.shape != shape:
         raise ValueError(f"tensor {name!r}: expected {dtype}{list(shape)} as it claimed, got {a.dtype}{list(a.shape)}")

@@ -21,12 +21,14 @@ from treekit._keys import KeyPath, keystr
 from treekit._layout import mesh_axes
 from treekit._traverse import flatten
 
-__all__ = ["check_placements", "pieces", "place", "placed_on_mesh", "write_pieces"]
+__all__ = ["check_placements", "pieces", "place", "placed_on_mesh", "save_together", "write_pieces"]
 
 
 def pieces(array: Any) -> list[tuple[tuple[slice, ...], Any]] | None:
-    """The distinct shards of a ``jax.Array`` split over several devices, ``(index, shard
-    data)`` each (replicas once); ``None`` for anything else (written whole).
+    """The shards of a ``jax.Array`` split over several devices that this process writes,
+    ``(index, shard data)`` each: its addressable shards that are the first replica of their
+    slice (so each slice is written once over all processes); ``None`` for anything else
+    (written whole).
 
     >>> pieces([1, 2]) is None
     True
@@ -35,11 +37,7 @@ def pieces(array: Any) -> list[tuple[tuple[slice, ...], Any]] | None:
     shards = getattr(array, "addressable_shards", None)
     if shards is None or sharding is None or getattr(sharding, "is_fully_replicated", True):
         return None
-    out: dict[tuple[tuple[Any, Any], ...], tuple[tuple[slice, ...], Any]] = {}
-    for shard in shards:
-        index = tuple(shard.index)
-        out.setdefault(tuple((s.start, s.stop) for s in index), (index, shard.data))
-    return list(out.values())
+    return [(tuple(shard.index), shard.data) for shard in shards if shard.replica_id == 0]
 
 
 def write_pieces(f: IO[bytes], parts: list[tuple[tuple[slice, ...], Any]], dtype: Any, shape: tuple[int, ...]) -> None:
@@ -169,3 +167,54 @@ def place(tree: Any, shardings: Any, like: Any) -> Any:
         else:  # (a typed key, already a jax array)
             out.append(jax.device_put(x, sharding))
     return treedef.unflatten(out)
+
+
+def save_together(
+    path: str, head: bytes, regions: list[tuple[str, Any, Any, tuple[int, ...]]], data_size: int, write_whole: Any
+) -> None:
+    """Write one safetensors file from every process at once (each calls this with the same
+    header): process 0 makes a temporary file of the final size beside ``path``, each process
+    writes the shards it holds (:func:`pieces`) and process 0 the arrays that are not split,
+    then process 0 renames it over ``path``. ``regions``: ``(name, array, dtype, shape)`` in
+    the file's order; ``write_whole(f, name, array, dtype, shape)`` writes an array at ``f``'s
+    position. A barrier (``multihost_utils.sync_global_devices``) separates the steps, so a
+    process that fails or dies leaves ``path`` as it was: the old checkpoint, or none."""
+    import hashlib
+
+    import jax
+    from jax.experimental import multihost_utils
+
+    me = jax.process_index()
+    digest = hashlib.sha256(head).hexdigest()[:16]  # the same name in every process, unasked
+    folder, base = os.path.split(os.path.abspath(path))
+    temp = os.path.join(folder, f".{base}.{digest}.tmp")
+
+    def step(name: str) -> None:
+        multihost_utils.sync_global_devices(f"treekit.save {digest} {name}")
+
+    try:
+        if me == 0:
+            with open(temp, "wb") as f:
+                f.write(head)
+                f.truncate(len(head) + data_size)
+        step("made")
+        with open(temp, "r+b") as g:
+            at = len(head)
+            for name, array, dtype, shape in regions:
+                g.seek(at)
+                parts = pieces(array)
+                if parts is not None:
+                    write_pieces(g, parts, dtype, shape)
+                elif me == 0:
+                    write_whole(g, name, array, dtype, shape)
+                at += math.prod(shape) * dtype.itemsize
+            g.flush()
+            os.fsync(g.fileno())
+        step("written")
+        if me == 0:
+            os.replace(temp, path)
+        step("renamed")
+    except BaseException:
+        if me == 0 and os.path.exists(temp):
+            os.unlink(temp)
+        raise
