@@ -145,6 +145,13 @@ def match_rules(
     >>> [{name: spec_str(spec) for name, spec in layer.items()} for layer in specs]
     [{'weights': "P(None, 'model')", 'biases': "P('model')"}, {'weights': 'P()', 'biases': 'P()'}]
 
+    A leaf in a flax box (``nn.with_partitioning``'s ``nn.Partitioned``, an nnx ``Variable``
+    made with ``nnx.with_partitioning`` or ``out_sharding=``) whose path no rule matches
+    (the leaf's, ``'params/Dense_0/kernel/value'``, or the box's, ``'params/Dense_0/kernel'``)
+    gets the box's names as its spec: a rule overrides the annotation, the annotation the
+    default. linen's ``LogicallyPartitioned`` names logical axes, not the mesh's, and counts
+    as unannotated.
+
     Args:
         tree: Any pytree (arrays, ``jax.ShapeDtypeStruct``, :class:`treekit.ShapeDtype`, ...).
         rules: A list of ``(pattern, spec)`` pairs, in priority order (a list, not a dict, so
@@ -155,12 +162,6 @@ def match_rules(
         default: The spec of leaves no rule matches and no flax box annotates. Without it,
             such leaves raise.
 
-    A leaf in a flax box (``nn.with_partitioning``'s ``nn.Partitioned``, an nnx ``Variable``
-    made with ``nnx.with_partitioning`` or ``out_sharding=``) whose path no rule matches
-    (the leaf's, ``'params/Dense_0/kernel/value'``, or the box's, ``'params/Dense_0/kernel'``)
-    gets the box's names as its spec: a rule overrides the annotation, the annotation the
-    default. linen's ``LogicallyPartitioned`` names logical axes, not the mesh's, and counts
-    as unannotated.
         is_leaf: As in :func:`treekit.tree_flatten`.
 
     Returns:
