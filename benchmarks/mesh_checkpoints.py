@@ -29,7 +29,13 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import checkpoints  # (the tree and the machine's description)
 
-LAYOUTS = {"one device": None, "model=8": (("model",), (8,)), "data=2,model=4": (("data", "model"), (2, 4))}
+LAYOUTS = {
+    "one device": None,
+    "model=8": (("model",), (8,)),
+    "data=2,model=4": (("data", "model"), (2, 4)),
+    "2 processes, data=2,model=4": (("data", "model"), (2, 4)),
+}
+PROCESSES = {"2 processes, data=2,model=4": 2}
 LIBS = ("treekit", "orbax")
 EIGHT = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
 
@@ -55,13 +61,21 @@ def _placed(spec: dict[str, Any], layout: str) -> Any:
         names, sizes = LAYOUTS[layout]
         mesh = Mesh(np.array(jax.devices()).reshape(sizes), names)
         sharding = NamedSharding(mesh, P(None, "model") if len(names) == 1 else P("data", "model"))
-    placed = jax.tree_util.tree_map(lambda x: jax.device_put(x, sharding), host)
+    if jax.process_count() > 1:  # each process makes its own shards
+        placed = jax.tree_util.tree_map(lambda x: jax.make_array_from_callback(x.shape, sharding, x.__getitem__), host)
+    else:
+        placed = jax.tree_util.tree_map(lambda x: jax.device_put(x, sharding), host)
     jax.block_until_ready(placed)
     return placed
 
 
 def child(job: dict[str, Any]) -> dict[str, Any]:
     import jax
+
+    if "process" in job:
+        jax.distributed.initialize(
+            f"localhost:{job['port']}", num_processes=job["processes"], process_id=job["process"]
+        )
 
     placed = _placed(job["spec"], job["layout"])
     path = job["path"]
@@ -116,12 +130,41 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(job: dict[str, Any]) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps(job)], env=EIGHT, capture_output=True, text=True, timeout=900
-    )
-    if out.returncode != 0:
-        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    """One child, or one per process (``jax.distributed`` on localhost, 8 devices in all): the
+    slowest process's time and the most memory any added."""
+    count = PROCESSES.get(job["layout"], 1)
+    env = EIGHT if count == 1 else {**EIGHT, "XLA_FLAGS": f"--xla_force_host_platform_device_count={8 // count}"}
+    if count > 1:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("localhost", 0))
+            port = sock.getsockname()[1]
+    jobs = [job] if count == 1 else [{**job, "process": k, "processes": count, "port": port} for k in range(count)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--child", json.dumps(j)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for j in jobs
+    ]
+    outs = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            return {"error": "timed out"}
+        if proc.returncode != 0:
+            for p in procs:
+                p.kill()
+            return {"error": err.strip().splitlines()[-1] if err.strip() else f"exit {proc.returncode}"}
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    return {key: max(o[key] for o in outs) for key in outs[0]}
 
 
 def main() -> None:

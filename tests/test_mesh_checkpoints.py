@@ -121,6 +121,7 @@ def test_the_scaling_out_pages_checkpoint_example_runs_on_eight_devices(tmp_path
     check = """
 assert restored['embed'].sharding.spec == P(None, 'model') and len(restored['embed'].addressable_shards) == 8
 assert np.array_equal(np.asarray(one['head']), params['head']) and len(one['head'].sharding.device_set) == 1
+assert again['head'].sharding.spec == P('model', None)
 print('ok')
 """
     proc = subprocess.run(
