@@ -217,3 +217,60 @@ def test_a_process_killed_mid_save_leaves_the_old_checkpoint(tmp_path: pytest.Te
     got = load(os.path.join(folder, "ckpt.safetensors"))
     np.testing.assert_array_equal(got["w"], old["w"])
     assert [n for n in os.listdir(folder) if not n.startswith(".")] == ["ckpt.safetensors"]
+
+
+LAW = """
+import os, tempfile
+import jax, jax.numpy as jnp, numpy as np
+from hypothesis import given, settings, strategies as st
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import treekit
+
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ('data', 'model'))
+ENTRIES = [None, 'data', 'model', ('data', 'model'), ('model', 'data')]
+folder = tempfile.mkdtemp()
+
+
+@st.composite
+def arrays_and_specs(draw):
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.sampled_from([1, 2, 4, 8, 16])) * draw(st.sampled_from([1, 3])) for _ in range(rank))
+    def spec():
+        entries, used = [], set()
+        for n in shape:
+            e = draw(st.sampled_from(ENTRIES))
+            axes = () if e is None else (e,) if isinstance(e, str) else e
+            size = int(np.prod([dict(data=2, model=4)[a] for a in axes])) if axes else 1
+            entries.append(None if used & set(axes) or n % size else e)
+            used |= set(axes) if entries[-1] is not None else set()
+        return P(*entries)
+    dtype = draw(st.sampled_from([np.float32, jnp.bfloat16, np.int8]))
+    return shape, dtype, spec(), spec()
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(arrays_and_specs())
+def law(case):
+    shape, dtype, saved_spec, loaded_spec = case
+    host = np.arange(np.prod(shape), dtype=np.float32).reshape(shape).astype(dtype)
+    placed = jax.device_put(host, NamedSharding(mesh, saved_spec))
+    a, b = os.path.join(folder, 'a.safetensors'), os.path.join(folder, 'b.safetensors')
+    treekit.save(a, {'x': placed})
+    treekit.save(b, {'x': host})
+    assert open(a, 'rb').read() == open(b, 'rb').read(), (shape, saved_spec)
+    got = treekit.load(a, shardings=NamedSharding(mesh, loaded_spec))['x']
+    assert got.sharding.spec == loaded_spec
+    np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(host, np.float32))
+
+
+law()
+print('ok')
+"""
+
+
+def test_any_spec_saves_the_gathered_bytes_and_loads_onto_any_other() -> None:
+    pytest.importorskip("hypothesis")
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(LAW)], env=EIGHT, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
