@@ -3,9 +3,9 @@ file, and a file's arrays built on any mesh, each device reading only its own sl
 
 The file holds each array whole, in C order, as any other checkpoint (so a file saved on one
 mesh loads onto any other, or onto one device, and other tools read it). Saving copies one
-shard at a time to the host and copies it straight into its place through a writable map of
-the array's region of the file. Replicas of a shard are written once. Loading builds each array with
-``jax.make_array_from_callback`` over a read-only memory map of the file: each device's
+shard at a time to the host and straight into its place, through a writable map of the
+array's region of the file; replicas of a shard are written once. Loading builds each array
+with ``jax.make_array_from_callback`` over a read-only memory map of the file: each device's
 callback copies its slice, so a process reads only the byte ranges of its own shards.
 """
 
@@ -47,6 +47,9 @@ def write_pieces(f: IO[bytes], parts: list[tuple[tuple[slice, ...], Any]], dtype
     host at a time. ``f`` is left at the array's end."""
     import numpy as np
 
+    for index, data in parts:  # (before the map: an error there could not close it)
+        if np.dtype(data.dtype) != dtype or len(index) != len(shape):
+            raise ValueError(f"a shard of {data.dtype} at {index}: expected {dtype}, {len(shape)} dims")
     f.flush()
     start = f.tell()
     size = math.prod(shape) * dtype.itemsize
@@ -61,11 +64,7 @@ def write_pieces(f: IO[bytes], parts: list[tuple[tuple[slice, ...], Any]], dtype
         with mapping.mmap(fd, size + skip, offset=start - skip, access=mapping.ACCESS_WRITE) as region:
             whole = np.frombuffer(region, np.uint8, size, skip).view(dtype).reshape(shape)
             for index, data in parts:
-                block = np.asarray(data)
-                if block.dtype != dtype:
-                    raise ValueError(f"a shard of dtype {block.dtype}: expected {dtype}")
-                whole[index] = block
-                del block
+                whole[index] = np.asarray(data)
             del whole
     f.seek(start + size)  # (the dirty pages outlive the map; the caller's fsync writes them with the rest)
 
