@@ -386,3 +386,11 @@ def test_demo_mesh_usage_errors(args: list[str], message: str) -> None:
     proc = _run("", "-m", "treekit", "demo", "--steps", "2", *args)
     assert proc.returncode == 2
     assert message in proc.stderr
+
+
+def test_one_empty_spec_for_the_whole_tree_is_a_spec_not_an_empty_rule_list() -> None:
+    tree = {"w": ShapeDtype((4, 2), "f32"), "b": ShapeDtype((2,), "f32")}
+    check_specs(tree, P(), MESH)  # replicated everywhere: nothing to report
+    assert device_bytes(tree, P(), MESH) == {"w": 32, "b": 8}
+    with pytest.raises(ShardingError, match="expected a path some rule matches"):
+        check_specs(tree, [], MESH)
