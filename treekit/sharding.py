@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -122,8 +121,6 @@ def _rules(rules: Rules) -> list[tuple[re.Pattern[str], Any]]:
 
 
 def _is_rules(value: Any) -> bool:
-    if "jax" in sys.modules and isinstance(value, _pspec()):  # (a tuple too: P() is not an empty rule list)
-        return False
     return (
         isinstance(value, (list, tuple))
         and all(isinstance(r, tuple) and len(r) == 2 and isinstance(r[0], (str, re.Pattern)) for r in value)
