@@ -257,3 +257,15 @@ def test_hostile_pickles_are_one_line_on_stderr_and_status_1(tmp_path: Path, cas
     result = run("show", "--allow-pickle", str(path))
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr == f"python -m treekit show: {path}: {message}\n"
+
+
+def test_show_html_writes_the_view_of_a_checkpoint_from_its_header(tmp_path: Path) -> None:
+    import numpy as np
+
+    ckpt, page = tmp_path / "ckpt.safetensors", tmp_path / "ckpt.html"
+    treekit.save(str(ckpt), {"layers": [{"w": np.ones((4, 4), np.float32)}, {"w": np.ones(4, np.float32)}]})
+    result = run("show", str(ckpt), "--html", str(page), "--depth", "1")
+    assert result.returncode == 0 and result.stdout.strip() == f"wrote {page}", result.stderr
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "f32[4,4]" in text and "total: 2 arrays · 20 params" in text
+    assert "&#x27;layers&#x27;][1][&#x27;w&#x27;]" in text

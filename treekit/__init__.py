@@ -110,6 +110,8 @@ from treekit._tree_reduce import tree_sum as tree_sum
 from treekit._tree_reduce import tree_vdot as tree_vdot
 from treekit._treedef import TreeDef as PyTreeDef
 from treekit._treedef import TreeDef as TreeDef
+from treekit._view import View as View
+from treekit._view import view as view
 
 if _typing.TYPE_CHECKING:
     from treekit.params import combine as combine
@@ -257,6 +259,8 @@ __all__ = [
     "treedef_is_strict_leaf",
     "treedef_to_jax",
     "treedef_tuple",
+    "View",
+    "view",
 ]
 
 _jax.install()  # bridge to JAX's registry now if jax is imported, else when it is

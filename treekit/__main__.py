@@ -245,6 +245,7 @@ def _show(args: argparse.Namespace) -> int:
         max_bytes=max_bytes,
         as_json=args.json,
         depth=args.depth,
+        html=args.html,
         prog=args.prog,
     )
 
@@ -283,6 +284,11 @@ def _add_show(sub: Any) -> None:
         help="one row per subtree N key entries deep, with its subtotals, instead of one per leaf",
     )
     show.add_argument("--json", action="store_true", help="print the rows and totals as JSON instead of a table")
+    show.add_argument(
+        "--html",
+        metavar="OUT",
+        help="write the tree as a foldable HTML page to OUT (treekit.view; nodes below --depth start folded)",
+    )
     show.add_argument(
         "--max-bytes",
         type=_byte_count,

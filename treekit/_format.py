@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from treekit._describe import describe_leaf
+from treekit._html import HtmlText
 from treekit._registry import LIST, TUPLE
 from treekit._traverse import IsLeaf, flatten
 from treekit._treedef import Node
 
-__all__ = ["format_tree"]
+__all__ = ["format_tree", "node_text"]
 
 _INDENT_LEVELS = 32  # deeper lines are indented this much, then say their depth: "(40) "
 
@@ -19,7 +20,7 @@ def _indent(depth: int) -> str:
     return "  " * depth if depth <= _INDENT_LEVELS else f"{'  ' * _INDENT_LEVELS}({depth}) "
 
 
-def _node_text(node: Node) -> str:
+def node_text(node: Node) -> str:
     ntype, data, arity = node[0], node[1], node[2]
     kind = ntype.kind
     if kind == "none":
@@ -74,7 +75,9 @@ def format_tree(
             there as one line; ``None`` (default) shows every level.
 
     Returns:
-        The view as one string, lines joined by newlines (no trailing newline).
+        The view as one string, lines joined by newlines (no trailing newline): a ``str``
+        whose ``_repr_html_`` shows it as preformatted text, so a notebook shows it without
+        ``print`` (:func:`treekit.view` folds).
 
     Raises:
         TypeError: If ``max_items`` is not an int, or ``max_depth`` neither ``None`` nor an int.
@@ -101,7 +104,7 @@ def format_tree(
             continue
         j, sub, key, depth = item
         ntype, arity = nodes[j][0], nodes[j][2]
-        text = describe_leaf(sub) if ntype is None else _node_text(nodes[j])
+        text = describe_leaf(sub) if ntype is None else node_text(nodes[j])
         cut = arity > 0 and max_depth is not None and depth >= max_depth
         if cut:
             text += f" ... ({nodes[j][3]} lea{'f' if nodes[j][3] == 1 else 'ves'})"
@@ -115,7 +118,7 @@ def format_tree(
             keys = [str(entry) for entry in entries]
         if len(children) != arity:  # a flatten function that answers differently each time
             raise ValueError(
-                f"tree: the flatten function of {_node_text(nodes[j])} gave {arity} children, "
+                f"tree: the flatten function of {node_text(nodes[j])} gave {arity} children, "
                 f"then {len(children)}"
             )
         folds = ntype.kind in ("list", "tuple") and arity > max_items
@@ -126,4 +129,4 @@ def format_tree(
             elif index == half:
                 todo.append(f"{_indent(depth + 1)}... {arity - 2 * half} more")
             k -= nodes[k][4]
-    return "\n".join(lines)
+    return HtmlText("\n".join(lines))

@@ -19,6 +19,7 @@ from treekit._describe import dtype_name
 from treekit._flat_dicts import unflatten_dict
 from treekit._summary import Row, leaf_bytes, summary, table_rows
 from treekit._traverse import flatten
+from treekit._view import view
 
 __all__ = ["DEFAULT_MAX_BYTES", "load_tree", "show", "summary_json"]
 
@@ -305,6 +306,7 @@ def show(
     max_bytes: int | None = DEFAULT_MAX_BYTES,
     as_json: bool = False,
     depth: int | None = None,
+    html: str | None = None,
     prog: str = "treekit",
     out: TextIO | None = None,
     err: TextIO | None = None,
@@ -312,7 +314,9 @@ def show(
     """Print the :func:`treekit.summary` of the tree in ``path``; return the exit status.
 
     ``as_json`` prints :func:`summary_json` instead; ``depth`` collapses each subtree at that
-    depth into one row of subtotals (``summary(tree, depth=...)``). A file that cannot be read or
+    depth into one row of subtotals (``summary(tree, depth=...)``); ``html`` writes the
+    :func:`treekit.view` of the tree to that file instead (folded below ``depth``) and prints
+    its name. A file that cannot be read or
     is refused, whatever its reader raises, gets one line on ``err`` and status 1, and so does a
     tree that cannot be summarized (a pickled cycle); ``out`` gets nothing then. See
     :func:`load_tree` for the rest.
@@ -343,7 +347,11 @@ def show(
         print(f"{prog} show: {path}: could not read it: {type(exc).__name__}: {_one_line(exc)}", file=err)
         return 1
     try:  # made whole before it is printed: a tree that cannot be summarized prints nothing on out
-        text = json.dumps(summary_json(tree, depth), indent=2) if as_json else summary(tree, depth=depth)
+        if html is not None:
+            view(tree, depth=depth).save_html(html)
+            text = f"wrote {html}"
+        else:
+            text = json.dumps(summary_json(tree, depth), indent=2) if as_json else summary(tree, depth=depth)
     except MemoryError:
         print(f"{prog} show: {path}: out of memory while summarizing it", file=err)
         return 1

@@ -9,18 +9,30 @@ a cell, so a new column is one entry.
 from __future__ import annotations
 
 import dataclasses
+import html
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from treekit._annotations import annotation, box_level
 from treekit._describe import dtype_name, is_array, itemsize
+from treekit._html import HtmlText
 from treekit._keys import KeyPath, keystr
 from treekit._layout import Layout, device_nbytes, layout_of, mesh_str, named_layout, spec_str
 from treekit._rearrange import broadcast
 from treekit._traverse import IsLeaf, flatten
 
-__all__ = ["COLUMNS", "SHARDING_COLUMNS", "STAT_COLUMNS", "Column", "Row", "summary"]
+__all__ = [
+    "COLUMNS",
+    "SHARDING_COLUMNS",
+    "STAT_COLUMNS",
+    "Column",
+    "Row",
+    "leaf_bytes",
+    "leaf_layouts",
+    "leaf_stats",
+    "summary",
+]
 
 
 @dataclasses.dataclass
@@ -145,6 +157,12 @@ keeps; the total row names the mesh and sums the bytes per device. Leaves withou
 (numpy arrays, arrays on one device) show ``-`` and count whole."""
 
 
+def leaf_stats(x: Any) -> tuple[int, float, float, float, float, int, int]:
+    """``(count, mean, std, min, max, nans, infs)`` of one array's finite entries (count 0:
+    none, or no values to read)."""
+    return _stats([x])
+
+
 def _stats(arrays: list[Any]) -> tuple[int, float, float, float, float, int, int]:
     import numpy as np
 
@@ -230,7 +248,9 @@ def table_rows(
     return list(groups.values())
 
 
-def _layouts(tree: Any, leaves: list[Any], is_leaf: IsLeaf | None, shardings: Any, mesh: Any) -> list[Layout | None]:
+def leaf_layouts(
+    tree: Any, leaves: list[Any], is_leaf: IsLeaf | None, shardings: Any, mesh: Any
+) -> list[Layout | None]:
     """Each leaf's layout: from ``shardings`` (a prefix of ``tree``) when given, else from the
     leaf's own ``.sharding``; ``[]`` when no leaf has one (the table then has no sharding columns)."""
     if shardings is None and mesh is not None:  # the specs flax's boxes give their leaves
@@ -318,7 +338,8 @@ def summary(
         format: ``'text'`` (aligned columns) or ``'markdown'``.
 
     Returns:
-        The table as one string, lines joined by newlines (no trailing newline).
+        The table as one string, lines joined by newlines (no trailing newline): a ``str``
+        whose ``_repr_html_`` is the table as HTML, so a notebook shows it without ``print``.
 
     Raises:
         ValueError: If ``depth`` is not an int >= 0 or ``format`` is unknown.
@@ -333,16 +354,17 @@ def summary(
         raise ValueError(f"format: expected 'text' or 'markdown', got {format!r}")
     leaves, _, paths = flatten(tree, is_leaf, with_path=True)
     assert paths is not None
-    layouts = _layouts(tree, leaves, is_leaf, shardings, mesh)
+    layouts = leaf_layouts(tree, leaves, is_leaf, shardings, mesh)
     columns = COLUMNS + (SHARDING_COLUMNS if layouts else []) + (STAT_COLUMNS if stats else [])
     rows = [*table_rows(leaves, paths, depth, layouts), Row("total", leaves, grouped=True, total=True, layouts=layouts)]
     table = [[column.cell(row) for column in columns] for row in rows]
     total_bytes = sum(leaf_bytes(x)[1] or 0 for x in leaves if is_array(x))
+    shown = _html_table(columns, table)
     if format == "markdown":
         lines = ["| " + " | ".join(column.header for column in columns) + " |"]
         lines.append("|" + "|".join("---:" if column.right else ":---" for column in columns) + "|")
         lines += ["| " + " | ".join(cells) + " |" for cells in table]
-        return "\n".join(lines)
+        return HtmlText("\n".join(lines), shown)
     header, body, total = [column.header for column in columns], table[:-1], table[-1]
     # The total row's shape cell ("3 arrays") spans the shape and dtype columns.
     widths = [max(len(cells[k]) for cells in [header, *body]) for k in range(len(columns))]
@@ -361,4 +383,17 @@ def summary(
         lines[-1] += f"  ({_human_bytes(total_bytes)}; {_human_bytes(per_device)} per device)"
     elif total_bytes >= 1024:
         lines[-1] += f"  ({_human_bytes(total_bytes)})"
-    return "\n".join(lines)
+    return HtmlText("\n".join(lines), shown)
+
+
+def _html_table(columns: list[Column], table: list[list[str]]) -> str:
+    """The table as HTML (the last row, the total, set apart); every cell escaped."""
+
+    def row(cells: list[str], tag: str) -> str:
+        opens = [f'<{tag} class="tk-num">' if column.right else f"<{tag}>" for column in columns]
+        return "".join(f"{start}{html.escape(cell)}</{tag}>" for start, cell in zip(opens, cells))
+
+    body = "".join(f"<tr>{row(cells, 'td')}</tr>" for cells in table[:-1])
+    head = row([column.header for column in columns], "th")
+    total = f'<tr class="tk-sum">{row(table[-1], "td")}</tr>'
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}{total}</tbody></table>"
