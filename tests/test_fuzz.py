@@ -75,7 +75,7 @@ SKIP = {
             "treekit.TreeDiff", "treekit.ShapeDtype", "treekit.params.Path", "treekit.optim.ScalarOrSchedule",
             "treekit.params.GradientTransformation", "treekit.optim.EmptyState", "treekit.optim.MaskedNode",
             "treekit.optim.MaskedState", "treekit.optim.ScaleByAdamState", "treekit.optim.ScaleByScheduleState",
-            "treekit.optim.TraceState", "treekit.optim.WeightDecaySchedule",
+            "treekit.optim.TraceState", "treekit.optim.WeightDecaySchedule", "treekit.View",
         ],
         "a data or type-alias class, not a tree function",
     ),
@@ -163,6 +163,18 @@ def _methods(g: Garbage) -> dict[str, Any]:
     return {"tree_flatten": flatten, "tree_flatten_with_keys": keyed, "tree_unflatten": unflatten}
 
 
+def _view(g: Any) -> tuple[str, str]:
+    made = tk.view(
+        g.tree,
+        depth=g.pick(None, 0, 1, -1),
+        stats=g.pick(False, True),
+        max_children=g.pick(100, 1, 0),
+        max_rows=g.pick(2000, 1, 0),
+        **g.is_leaf_kw(),
+    )
+    return made._repr_html_(), str(made)
+
+
 CALLS: dict[str, Callable[[Garbage], Any]] = {
     "treekit.Partial": lambda g: _roundtrip(tk.Partial(g.f(), g.tree, k=g.other())),
     # the class (treekit.TreeDef too); its methods are fuzzed one by one below
@@ -208,6 +220,7 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     "treekit.summary": lambda g: tk.summary(
         g.tree, depth=g.pick(None, 0, 1, -1), stats=g.pick(False, True), format=g.pick("text", "markdown", "x")
     ),
+    "treekit.view": lambda g: _view(g),
     "treekit.tree_add": lambda g: tk.tree_add(g.tree, g.other()),
     "treekit.tree_add_scale": lambda g: tk.tree_add_scale(g.tree, g.scalar(), g.other()),
     "treekit.tree_all": lambda g: tk.tree_all(g.tree, **g.is_leaf_kw()),
