@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from treekit._keys import KeyPath, keystr
-from treekit._layout import mesh_axes
 from treekit._traverse import flatten
 
 __all__ = ["check_placements", "pieces", "place", "placed_on_mesh", "save_together", "write_pieces"]
@@ -93,12 +92,10 @@ def _given(tree: Any, shardings: Any, like: Any) -> list[Any]:
     from ``like``'s leaves (jax arrays, ``ShapeDtypeStruct`` with a sharding)."""
     from treekit._rearrange import broadcast
 
-    leaves = flatten(tree)[0]
-    if shardings is None:
-        found = [_sharding_of(x) if placed_on_mesh(x) else None for x in flatten(like)[0]]
-        return found if len(found) == len(leaves) else [None] * len(leaves)
+    if shardings is None:  # (the tree was restored into like: the same leaves, in order)
+        return [_sharding_of(x) if placed_on_mesh(x) else None for x in flatten(like)[0]]
     if _is_sharding(shardings):
-        return [shardings] * len(leaves)
+        return [shardings] * len(flatten(tree)[0])
     full = broadcast(shardings, tree, _is_sharding, "shardings")
     return list(flatten(full, _is_sharding)[0])
 
@@ -130,7 +127,7 @@ def check_placements(paths: list[KeyPath], leaves: list[Any], given: list[Any]) 
             from treekit.sharding import ShardingError, check_specs
 
             try:
-                check_specs(x, spec, mesh_axes(mesh))
+                check_specs(x, spec, mesh)
             except ShardingError as err:
                 problems += [f"file{keystr(path)}{p[len('tree') :]}" for p in err.problems]
             continue
@@ -160,7 +157,7 @@ def place(tree: Any, shardings: Any, like: Any) -> Any:
     for x, sharding in zip(leaves, given):
         if sharding is None:
             out.append(x)
-        elif isinstance(x, np.ndarray) or isinstance(x, np.generic):
+        elif isinstance(x, (np.ndarray, np.generic)):
             source = np.asarray(x)
             out.append(jax.make_array_from_callback(source.shape, sharding, _slicer(source)))
         else:  # (a typed key, already a jax array)

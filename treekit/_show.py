@@ -316,10 +316,9 @@ def show(
     ``as_json`` prints :func:`summary_json` instead; ``depth`` collapses each subtree at that
     depth into one row of subtotals (``summary(tree, depth=...)``); ``html`` writes the
     :func:`treekit.view` of the tree to that file instead (folded below ``depth``) and prints
-    its name. A file that cannot be read or
-    is refused, whatever its reader raises, gets one line on ``err`` and status 1, and so does a
-    tree that cannot be summarized (a pickled cycle); ``out`` gets nothing then. See
-    :func:`load_tree` for the rest.
+    its name. A file that cannot be read or is refused, whatever its reader raises, gets one
+    line on ``err`` and status 1, and so does a tree that cannot be summarized (a pickled
+    cycle); ``out`` gets nothing then. See :func:`load_tree` for the rest.
 
     >>> import numpy as np, tempfile, os
     >>> with tempfile.TemporaryDirectory() as d:

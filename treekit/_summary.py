@@ -28,6 +28,7 @@ __all__ = [
     "STAT_COLUMNS",
     "Column",
     "Row",
+    "human_bytes",
     "leaf_bytes",
     "leaf_layouts",
     "leaf_stats",
@@ -218,7 +219,8 @@ STAT_COLUMNS: list[Column] = [
 complex), and the counts of NaN and infinite entries."""
 
 
-def _human_bytes(n: int) -> str:
+def human_bytes(n: int) -> str:
+    """``812 B``, ``1.5 KiB``, ``48.8 MiB``: a byte count for people (binary units)."""
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":
@@ -380,9 +382,9 @@ def summary(
     lines.append("  ".join(texts).rstrip())
     if layouts:
         per_device = int(_device_bytes(rows[-1]).replace(",", "").replace("-", "0"))
-        lines[-1] += f"  ({_human_bytes(total_bytes)}; {_human_bytes(per_device)} per device)"
+        lines[-1] += f"  ({human_bytes(total_bytes)}; {human_bytes(per_device)} per device)"
     elif total_bytes >= 1024:
-        lines[-1] += f"  ({_human_bytes(total_bytes)})"
+        lines[-1] += f"  ({human_bytes(total_bytes)})"
     return HtmlText("\n".join(lines), shown)
 
 

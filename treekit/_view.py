@@ -22,19 +22,12 @@ from treekit._html import fragment
 from treekit._keys import keystr
 from treekit._layout import device_nbytes, spec_str
 from treekit._registry import LIST, TUPLE
-from treekit._summary import leaf_bytes, leaf_layouts, leaf_stats, summary
+from treekit._summary import human_bytes, leaf_bytes, leaf_layouts, leaf_stats, summary
 from treekit._traverse import IsLeaf, flatten
 
 __all__ = ["View", "view"]
 
 _VALUES = 8  # arrays of at most this many entries show them (flattened)
-
-
-def _bytes_text(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 class _Sums:
@@ -62,10 +55,10 @@ class _Sums:
         parts = [
             f"{arrays:,} arra{'y' if arrays == 1 else 'ys'}",
             f"{self.sizes[stop] - self.sizes[start]:,} params",
-            _bytes_text(self.nbytes[stop] - self.nbytes[start]),
+            human_bytes(self.nbytes[stop] - self.nbytes[start]),
         ]
         if self.sharded:
-            parts.append(f"{_bytes_text(self.device[stop] - self.device[start])} per device")
+            parts.append(f"{human_bytes(self.device[stop] - self.device[start])} per device")
         return " · ".join(parts)
 
 

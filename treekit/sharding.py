@@ -158,7 +158,6 @@ def match_rules(
             (replicated) or a tuple of axis names and ``None``.
         default: The spec of leaves no rule matches and no flax box annotates. Without it,
             such leaves raise.
-
         is_leaf: As in :func:`treekit.tree_flatten`.
 
     Returns:
