@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from strategies import trees
 
 import treekit
 from treekit import keystr, tree_leaves_with_path, view
@@ -136,7 +138,7 @@ def test_ipython_shows_the_html() -> None:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-def test_chromium_renders_the_saved_page(tmp_path: Any) -> None:
+def test_chromium_renders_the_saved_page_and_a_diff(tmp_path: Any) -> None:
     evil = "<img src=x onerror=alert(1)>"
     tree = {**_model(), evil: "&amp; " + evil}
     name = os.path.join(str(tmp_path), "tree.html")
@@ -155,6 +157,18 @@ def test_chromium_renders_the_saved_page(tmp_path: Any) -> None:
     for path, _ in tree_leaves_with_path(tree):
         assert keystr(path) in text
     assert page.tags.count("details") >= 5 and "summary" in page.tags
+    diff = treekit.tree_diff(*_diff_pair())
+    with open(name, "w", encoding="utf-8") as f:
+        f.write(f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{diff._repr_html_()}</body></html>')
+    dom = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", f"file://{name}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    text = "".join(_read(dom).text)
+    for d in diff:
+        assert keystr(d.path) in text and d.line("b").split(": ", 1)[1] in text
 
 
 def test_summary_and_format_tree_are_their_strings_and_show_as_html() -> None:
@@ -169,3 +183,92 @@ def test_summary_and_format_tree_are_their_strings_and_show_as_html() -> None:
     table = _read(treekit.summary(tree)._repr_html_())
     assert table.tags.count("tr") == 5 and table.tags.count("th") == 5  # header, 3 leaves, total
     assert "".join(_read(treekit.format_tree(tree)._repr_html_()).text).strip() == treekit.format_tree(tree)
+
+
+def _diff_pair() -> tuple[Any, Any]:
+    a = {"dense": {"w": np.zeros((3, 4)), "b": np.zeros(4)}, "out": [np.zeros(2)], "step": 1}
+    a["layers"] = [{"k": np.ones(3)} for _ in range(30)]
+    b = {"dense": {"w": np.zeros((4, 4)), "bias": np.zeros(4)}, "out": (np.zeros(2),), "step": 2.0}
+    b["layers"] = [{"k": np.ones(3)} for _ in range(30)]
+    b["layers"][3]["k"] = np.ones(3, np.float32)
+    return a, b
+
+
+def test_a_diff_shows_both_trees_opened_along_the_differences() -> None:
+    a, b = _diff_pair()
+    diff = treekit.tree_diff(a, b)
+    fragment = diff._repr_html_()
+    page = _read(fragment)
+    text = "".join(page.text)
+    for d in diff:
+        assert keystr(d.path) in text
+        assert d.line("b").split(": ", 1)[1] in text  # its own words, both sides
+    assert "f64[3,4]" in text and "f64[4,4]" in text and "f32[3]" in text
+    assert "no such key" in text and "float 2.0" in text
+    assert "... 24 more the same" in text  # the layers that do not differ, folded into one row
+    assert fragment.count("tk-half tk-changed") == 8 and "tk-half tk-gone" in fragment and "tk-half tk-new" in fragment
+    assert fragment.count("<details open>") == 4  # the root, dense, layers, layers[3]: nothing else opens
+    assert page.tags.count("details") == 4 and "script" not in page.tags
+
+
+def test_a_diff_without_trees_draws_its_records_and_no_differences_says_so() -> None:
+    a, b = _diff_pair()
+    diff = treekit.tree_diff(a, b)
+    alone = treekit.TreeDiff(diff)
+    text = "".join(_read(alone._repr_html_()).text)
+    for d in diff:
+        assert keystr(d.path) in text and d.line("b").split(": ", 1)[1] in text
+    assert "no differences" in treekit.tree_diff(a, a)._repr_html_()
+    import pickle
+
+    again = pickle.loads(pickle.dumps(diff))
+    assert str(again) == str(diff) and again._trees is None  # (the trees stay behind)
+
+
+def test_a_diff_escapes_keys_and_leaves_and_caps_its_rows() -> None:
+    evil = "<script>alert('x')</script>"
+    fragment = treekit.tree_diff({evil: 1, "x": evil}, {evil: 2.0, "x": "&"}, values=True)._repr_html_()
+    page = _read(fragment)
+    assert "script" not in page.tags and "<script>" not in fragment
+    assert evil in "".join(page.text)
+    many = treekit.tree_diff(list(range(5000)), [float(i) for i in range(5000)])
+    capped = many._repr_html_()
+    assert "... 3,001 more differing paths not drawn" in capped  # (the root's row is one of 2,000)
+    assert len(capped) < 2_000_000
+
+
+def test_a_deep_diff_renders_without_recursion() -> None:
+    a: Any = 1
+    b: Any = 2.0
+    deep = sys.getrecursionlimit() + 500  # (within the 2,000 rows drawn)
+    for _ in range(deep):
+        a, b = [a], [b]
+    fragment = treekit.tree_diff(a, b)._repr_html_()
+    assert fragment.count("<details open>") == deep
+
+
+@settings(max_examples=60, deadline=None)
+@given(trees(custom=False), trees(custom=False))
+def test_every_difference_is_drawn_with_its_words(a: Any, b: Any) -> None:
+    diff = treekit.tree_diff(a, b, values=True)
+    fragment = diff._repr_html_()
+    page = _read(fragment)
+    text = "".join(page.text)
+    for d in diff:
+        assert keystr(d.path) in text
+        assert html.unescape(html.escape(d.line("b").split(": ", 1)[1])) in text
+    assert fragment.count("<details") == fragment.count("</details>")
+    rows = sum(fragment.count(f"tk-half {c}") for c in ("tk-changed", "tk-gone", "tk-new")) // 2
+    assert len({d.path for d in diff}) == rows
+
+
+def test_a_mismatch_error_shows_the_path_and_both_sides() -> None:
+    evil = "<b>"
+    with pytest.raises(treekit.StructureMismatchError) as info:
+        treekit.tree_map(lambda x, y: x, {evil: {"w": 1, "b": 2}}, {evil: {"w": 1, "bias": 2}})
+    fragment = info.value._repr_html_()
+    page = _read(fragment)
+    text = "".join(page.text)
+    assert "b" not in page.tags and f"['{evil}']" in text
+    assert info.value.expected in text and info.value.got in text and "missing 'b'; extra 'bias'" in text
+    assert "rest[0]" in text and fragment.count("tk-half tk-changed") == 2

@@ -7,6 +7,7 @@ import numbers
 from typing import Any, NamedTuple
 
 from treekit._describe import describe_leaf, dtype_name, is_array
+from treekit._diff_view import render_diff
 from treekit._errors import StructureAssertionError, StructureMismatchError, format_message
 from treekit._keys import DictKey, KeyPath, keystr
 from treekit._mismatch import describe
@@ -117,10 +118,29 @@ class TreeDiff(list[Difference]):
     ('TreeDiff', 1)
     >>> print(diff)
     b['w']: expected int 1, got float 2.0
+
+    A notebook shows it as HTML (``_repr_html_``): the two trees side by side, opened along the
+    key paths that differ, each difference highlighted with both sides. A diff made by
+    :func:`tree_diff` holds the two trees for that (a list of records made by hand draws its
+    records alone).
+
+    >>> '<details open>' in diff._repr_html_()
+    True
     """
 
     #: How many records ``str`` lists (``0``: all).
     limit = 20
+    _trees: tuple[Any, Any, IsLeaf | None] | None = None  # (a, b, is_leaf), set by tree_diff
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the records, not the trees (which may not pickle)
+        return (TreeDiff, (list(self),))
+
+    def _repr_html_(self) -> str:
+        records = [(d.path, d.kind, *_texts(d)[:3]) for d in self]
+        if self._trees is None:
+            return render_diff(None, records, is_leaf=None)
+        a, b, is_leaf = self._trees
+        return render_diff((a, b), records, is_leaf=is_leaf)
 
     def __str__(self) -> str:
         return self.format()
@@ -187,6 +207,7 @@ def tree_diff(
         A :class:`TreeDiff` (a list of :class:`Difference`), empty if nothing differs.
     """
     out = TreeDiff()
+    out._trees = (a, b, is_leaf)
     items, paths = align(a, b, "b", is_leaf, is_leaf)
     for item in items:
         if type(item) is Difference:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any, NamedTuple
 
+from treekit._html import fragment, pair
 from treekit._keys import KeyPath, keystr
 
 __all__ = [
@@ -109,6 +111,22 @@ class StructureMismatchError(ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.label, self.path, self.expected, self.got, self.detail, self.hint))
+
+    def _repr_html_(self) -> str:
+        """The error as a notebook shows it: the key path down to the difference, the expected
+        and the got side by side there, highlighted, and the detail and hint under them."""
+        esc = html.escape
+        rows = [pair(0, "expected", f"got ({esc(self.label)})", ("tk-heads", "tk-heads"))]
+        rows.append(pair(0, '<span class="tk-key">tree</span>', f'<span class="tk-key">{esc(self.label)}</span>'))
+        for level, entry in enumerate(self.path, 1):
+            key = f'<span class="tk-key">{esc(safe_keystr((entry,)))}</span>'
+            rows.append(pair(level, key, key))
+        rows.append(pair(len(self.path) + 1, esc(self.expected), esc(self.got), ("tk-changed", "tk-changed")))
+        notes = [f'<div class="tk-why">{esc(self.detail)}</div>'] if self.detail else []
+        notes += [f'<div class="tk-dim">{esc(self.hint)}</div>'] if self.hint else []
+        where = esc(f"{self.label}{safe_keystr(self.path)}")
+        head = f'<div class="tk-total">{type(self).__name__} at {where}</div>'
+        return fragment(f'{head}<div class="tk-pairs">{"".join(rows)}</div>{"".join(notes)}')
 
 
 class StructureAssertionError(StructureMismatchError, AssertionError):

@@ -25,12 +25,12 @@ from treekit._registry import LIST, TUPLE
 from treekit._summary import human_bytes, leaf_bytes, leaf_layouts, leaf_stats, summary
 from treekit._traverse import IsLeaf, flatten
 
-__all__ = ["View", "view"]
+__all__ = ["Sums", "View", "leaf_html", "view"]
 
 _VALUES = 8  # arrays of at most this many entries show them (flattened)
 
 
-class _Sums:
+class Sums:
     """Prefix sums over the leaves, so that any run of leaves has its subtotals at once."""
 
     def __init__(self, leaves: list[Any], layouts: list[Any]) -> None:
@@ -62,7 +62,7 @@ class _Sums:
         return " · ".join(parts)
 
 
-def _leaf_html(x: Any, layout: Any, stats: bool) -> str:
+def leaf_html(x: Any, layout: Any, stats: bool) -> str:
     if not is_array(x):
         text = repr(x)
         text = text if len(text) <= 80 else text[:79] + "…"
@@ -201,7 +201,7 @@ def render(
     leaves, treedef, paths = flatten(tree, is_leaf, with_path=True)
     assert paths is not None
     layouts = leaf_layouts(tree, leaves, is_leaf, shardings, mesh)
-    sums = _Sums(leaves, layouts)
+    sums = Sums(leaves, layouts)
     nodes = treedef._nodes
     out = [f'<div class="tk-total">total: {html.escape(sums.text(0, len(leaves)))}</div>']
     rows = 0
@@ -219,7 +219,7 @@ def render(
         if ntype is None:
             path = html.escape(keystr(paths[start]))
             layout = layouts[start] if layouts else None
-            body = _leaf_html(sub, layout, stats and rows <= max_rows)
+            body = leaf_html(sub, layout, stats and rows <= max_rows)
             out.append(f'<div class="tk-leaf">{key_html}: {body}<code class="tk-path">{path}</code></div>')
             continue
         path = html.escape(keystr(paths[start][:level])) if count else ""
