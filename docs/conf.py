@@ -134,6 +134,28 @@ class ModuleMembers(SphinxDirective):
         return node.children
 
 
+class TreekitView(SphinxDirective):
+    """``{treekit-view}``: Python code whose last statement is an expression, shown, then run at
+    build time and followed by the HTML its value shows in a notebook (``_repr_html_``): a live
+    rendering of a view or a diff in the page."""
+
+    has_content = True
+
+    def run(self) -> list[Node]:
+        import ast
+
+        code = "\n".join(self.content)
+        module = ast.parse(code)
+        last = module.body.pop()
+        if not isinstance(last, ast.Expr):
+            raise self.error("treekit-view: the last statement must be an expression")
+        namespace: dict[str, object] = {}
+        exec(compile(module, "<treekit-view>", "exec"), namespace)
+        value = eval(compile(ast.Expression(last.value), "<treekit-view>", "eval"), namespace)
+        shown = nodes.literal_block(code, code, language="python")
+        return [shown, nodes.raw("", value._repr_html_(), format="html")]
+
+
 def _strip_trailing_blank_lines(app: Sphinx, doctree: nodes.document) -> None:
     """Drop the blank line that ends each ``>>>`` block: the doctests need it before the closing
     fence (or the fence would be expected output), readers see it as empty space."""
@@ -146,6 +168,7 @@ def _strip_trailing_blank_lines(app: Sphinx, doctree: nodes.document) -> None:
 
 def setup(app: Sphinx) -> None:
     app.add_directive("module-members", ModuleMembers)
+    app.add_directive("treekit-view", TreekitView)
     app.connect("doctree-read", _strip_trailing_blank_lines)
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False

@@ -482,3 +482,10 @@ def test_migration_page_claim(claim: Claim) -> None:
 def test_treekit_side_of_the_claims() -> None:
     assert [len(treekit.tree_leaves(x)) for x in _containers()] == [1, 1, 1]
     assert treekit.tree_leaves(_deep(100_000)) == [0]
+
+
+def test_looking_at_trees_embeds_a_live_diff_and_its_screenshots(html: Path) -> None:
+    page = (html / "looking-at-trees.html").read_text(encoding="utf-8")
+    assert 'class="tk-view"' in page and "expected shape (8, 16), got shape (8, 32)" in page
+    for name in ("flax-nnx", "equinox", "sharded", "diff"):
+        assert (html / "_images" / f"{name}.png").is_file()

@@ -64,7 +64,8 @@ class Sums:
 
 def leaf_html(x: Any, layout: Any, stats: bool) -> str:
     if not is_array(x):
-        text = repr(x)
+        name = getattr(x, "__qualname__", None) if callable(x) and not isinstance(x, type) else None
+        text = f"{getattr(x, '__module__', None) or '?'}.{name}" if type(name) is str else repr(x)
         text = text if len(text) <= 80 else text[:79] + "…"
         return f'<span class="tk-dim">{html.escape(type(x).__name__)}</span> {html.escape(text)}'
     out = [html.escape(describe_leaf(x))]
@@ -82,7 +83,9 @@ def leaf_html(x: Any, layout: Any, stats: bool) -> str:
             try:
                 import numpy as np
 
-                values = np.array2string(np.asarray(x).ravel(), separator=", ", max_line_width=1 << 20)
+                items = np.asarray(x).ravel().tolist()
+                texts = (format(v, ".4g") if type(v) in (float, complex) else str(v) for v in items)
+                values = f"[{', '.join(texts)}]"
                 out.append(f'<span class="tk-values">{html.escape(values)}</span>')
             except Exception:  # (an abstract array: no values)
                 pass
