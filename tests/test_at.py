@@ -251,16 +251,46 @@ def test_model_surgery_on_a_registered_dataclass(registered: Any) -> None:
     assert tree_at(".layers[1].weight", mlp, 30) == tree_at(("layers", -1, "weight"), mlp, 30) == out
 
 
+CAPTURED = {"layers": [[1.0], [3.0]]}  # a tree that a where refers to by name, not through its argument
 WHERE_ERRORS = [
     (
         lambda: tree_at(lambda x: tuple(v for v in x if type(v) is int), [1, 2, "s", 3], replace_fn=str),
         "where: expected a function of the structure of pytree, got one whose result depends on its leaves "
         "(equinox's rule: select by position, e.g. lambda m: m.layers[-1].weight)",
     ),
-    (lambda: tree_at(lambda t: 5, [1, 2], 0), "where(pytree): expected a node of pytree, got leaf 5"),
+    (
+        lambda: tree_at(lambda t: 5, [1, 2], 0),
+        "where(pytree): expected a node or leaf of pytree, got 5, a value that is not part of pytree "
+        "(made or computed by where)\n"
+        "where must return parts of the tree it is given (or a tuple or list of them), "
+        "e.g. lambda m: m.layers[-1].weight",
+    ),
     (
         lambda: tree_at(lambda t: (t[0], [9]), [1, 2], (0, 0)),
-        "where(pytree)[1]: expected a node of pytree, got leaf [9]",
+        "where(pytree)[1]: expected a node or leaf of pytree, got [9], a value that is not part of pytree "
+        "(made or computed by where)\n"
+        "where must return parts of the tree it is given (or a tuple or list of them), "
+        "e.g. lambda m: m.layers[-1].weight",
+    ),
+    (
+        lambda: tree_at(lambda t: {"a": t[0]}, [1, 2], 0),  # a new node around a leaf: where's stand-in shows
+        "where(pytree): expected a node or leaf of pytree, got {'a': <stand-in for the leaf 1>}, a value that "
+        "is not part of pytree (made or computed by where)\n"
+        "where must return parts of the tree it is given (or a tuple or list of them), "
+        "e.g. lambda m: m.layers[-1].weight",
+    ),
+    (
+        lambda: tree_at(lambda _: CAPTURED["layers"][1], CAPTURED, 0),
+        "where(pytree): expected a node or leaf of pytree, got [3.0], which is pytree['layers'][1], taken from "
+        "pytree itself, not from where's argument\n"
+        "where runs on a copy of pytree: select from its argument (lambda m: m['layers'][1]), "
+        "not from a tree it refers to by name",
+    ),
+    (
+        lambda: tree_at(lambda _: CAPTURED, CAPTURED, 0),
+        "where(pytree): expected a node or leaf of pytree, got {'layers': [[1.0], [3.0]]}, which is pytree "
+        "itself, not where's argument\n"
+        "where runs on a copy of pytree: select from its argument (lambda m: m), not from a tree it refers to by name",
     ),
     (
         lambda: tree_at(lambda t: t[0], (None, None, 1), True),
@@ -274,6 +304,143 @@ WHERE_ERRORS = [
 def test_where_errors(call: Any, message: str) -> None:
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         call()
+
+
+def test_where_computing_with_the_leaves_says_it_ran_on_stand_ins() -> None:
+    """Issue 28: ``lambda t: t[0] * 2`` raised a bare TypeError about the stand-in class."""
+    message = (
+        "where: expected a function that selects parts of pytree, got one that raised TypeError on stand-ins "
+        "of pytree's leaves (unsupported operand type(s) for *: '_StandIn' and 'int')\n"
+        "where runs on a copy of pytree whose leaves are stand-ins, to find what it selects by identity: it must "
+        "select parts (lambda m: m.layers[-1].weight), not compute with their values (compute new values in "
+        "replace_fn)"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$") as info:
+        tree_at(lambda t: t[0] * 2, [1.0, 2.0], 0.0)
+    assert type(info.value.__cause__) is TypeError  # the original exception, chained
+    with pytest.raises(ValueError, match=r"raised AttributeError on stand-ins") as info:
+        tree_at(lambda t: t[0].real, [1.0, 2.0], 0.0)
+    assert type(info.value.__cause__) is AttributeError
+
+
+class Tagged:
+    """A registered node that keeps ``tag`` in its node data, not as a child."""
+
+    def __init__(self, x: Any, tag: Any) -> None:
+        self.x, self.tag = x, tag
+
+
+class Boxed:
+    """A registered node whose node data holds ``tag``, kept under another attribute name."""
+
+    def __init__(self, x: Any, tag: Any) -> None:
+        self.x, self._tag = x, tag
+
+
+def test_where_selecting_node_data_names_its_key_path_and_type(registered: Any) -> None:
+    registered(Tagged, lambda cls: register_pytree_node(cls, lambda t: ((t.x,), {"tag": t.tag}), _tagged))
+    registered(Boxed, lambda cls: register_pytree_node(cls, lambda b: ((b.x,), (b._tag,)), _boxed))
+    tree = {"enc": [Tagged(1, "relu")]}
+    message = (
+        "where(pytree): expected a node or leaf of pytree, got 'relu', which pytree holds as node data, "
+        "not as a child: pytree['enc'][0].tag (an attribute of Tagged in its node data)\n"
+        "tree_at can only replace children (nodes and leaves): to change it, build a new Tagged"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        tree_at(lambda t: t["enc"][0].tag, tree, 0)
+    name = object()  # in node data, under no attribute: the node's own key path
+    with pytest.raises(ValueError, match=re.escape("node data, not as a child: pytree[1] (in the node data of Boxed)")):
+        tree_at(lambda t: t[1]._tag[0], [1, Boxed(2, (name,))], 0)
+    assert tree_at(lambda t: t["enc"][0].x, tree, 5)["enc"][0].x == 5  # its child is replaced as ever
+
+
+def _tagged(data: Any, children: Any) -> Tagged:
+    return Tagged(children[0], data["tag"])
+
+
+def _boxed(data: Any, children: Any) -> Boxed:
+    return Boxed(children[0], data[0])
+
+
+# -- equinox users (issue 28): the real equinox, flax and jax ------------------------------------------
+@pytest.fixture
+def eqx() -> Any:
+    return pytest.importorskip("equinox")
+
+
+def test_equinox_static_fields_are_node_data(eqx: Any) -> None:
+    jax = pytest.importorskip("jax")
+    lin = eqx.nn.Linear(3, 32, key=jax.random.key(2))
+    with pytest.raises(ValueError) as info:
+        tree_at(lambda m: m.out_features, lin, 64)
+    first = str(info.value).splitlines()[0]
+    assert first.startswith("where(pytree): expected a node or leaf of pytree, got 32, which pytree holds as node data")
+    assert "pytree.out_features (a static field of Linear)" in first
+    assert "build a new Linear" in str(info.value)
+
+    class Block(eqx.Module):
+        layers: list[Any]
+        name: str = eqx.field(static=True)
+
+    block = Block([lin, eqx.nn.Linear(32, 2, key=jax.random.key(3))], "head")
+    message = "got 'head', which pytree holds as node data, not as a child: pytree.name (a static field of Block)\n"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        tree_at(lambda b: b.name, block, "tail")
+    with pytest.raises(ValueError) as info:
+        tree_at(lambda b: b.layers[1].in_features, block, 64)
+    first = str(info.value).splitlines()[0]  # the same 32 is in two static fields: both are named
+    assert "pytree.layers[0].out_features (a static field of Linear)" in first
+    assert "pytree.layers[1].in_features (a static field of Linear)" in first
+    new = tree_at(lambda b: b.layers[1].weight, block, 0.0)  # a child still goes
+    assert new.layers[1].weight == 0.0 and new.name == "head"
+
+
+def test_equinox_fresh_and_computed_values(eqx: Any) -> None:
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    lin = eqx.nn.Linear(3, 32, key=jax.random.key(2))
+    with pytest.raises(ValueError) as info:
+        tree_at(lambda m: jnp.zeros(3), lin, 64)
+    message = str(info.value)
+    assert message.startswith(
+        "where(pytree): expected a node or leaf of pytree, got f32[3], a value that is not part of pytree "
+        "(made or computed by where)\n"
+    )
+    assert "depends on" not in message
+    with pytest.raises(ValueError) as info:
+        tree_at(lambda m: m.weight * 2, lin, 64)
+    assert str(info.value).startswith(
+        "where: expected a function that selects parts of pytree, got one that raised TypeError on stand-ins "
+        "of pytree's leaves"
+    )
+    assert "not compute with their values" in str(info.value)
+    assert type(info.value.__cause__) is TypeError
+    with pytest.raises(ValueError, match=re.escape("got f32[32,3], which is pytree.weight, taken from pytree itself")):
+        tree_at(lambda _: lin.weight, lin, 0.0)  # the tree by name, not where's argument
+
+
+def test_flax_and_jax_static_fields() -> None:
+    struct = pytest.importorskip("flax.struct")
+    jax = pytest.importorskip("jax")
+    import dataclasses
+
+    @struct.dataclass
+    class Dense:
+        w: Any
+        act: str = struct.field(pytree_node=False, default="relu")
+
+    message = "which pytree holds as node data, not as a child: pytree['dense'].act (a static field of Dense)"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        tree_at(lambda t: t["dense"].act, {"dense": Dense(1.0)}, "gelu")
+
+    @dataclasses.dataclass
+    class Meta:
+        w: Any
+        n: str
+
+    jax.tree_util.register_dataclass(Meta, data_fields=["w"], meta_fields=["n"])
+    with pytest.raises(ValueError, match=re.escape("node data, not as a child: pytree[0].n (a static field of Meta)")):
+        tree_at(lambda t: t[0].n, [Meta(1.0, "meta")], "x")
 
 
 def test_is_leaf_selects_a_none() -> None:

@@ -26,6 +26,7 @@ from treekit._keys import FlattenedIndexKey, KeyPath, SequenceKey, keystr, plain
 from treekit._mismatch import describe, describe_value
 from treekit._registry import LIST, TUPLE, lookup
 from treekit._traverse import IsLeaf, flatten
+from treekit._where import where_paths
 
 __all__ = ["Path", "tree_at", "tree_get", "tree_set"]
 
@@ -280,65 +281,6 @@ def tree_set(tree: Any, path: Path, value: Any, *, sep: str = "/") -> Any:
 _MISSING: Any = object()
 
 
-class _Wrapped:
-    """A leaf made a unique object, so that ``where`` can name it by identity (as equinox does)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-def _unwrap(x: Any) -> Any:
-    return x.value if type(x) is _Wrapped else x
-
-
-def _where_paths(where: Callable[[Any], Any], pytree: Any, is_leaf: IsLeaf | None) -> tuple[list[KeyPath], bool]:
-    """The key paths of the nodes ``where(pytree)`` returns, and whether it returned one node."""
-    plain = where(pytree)
-    leaves, treedef, _ = flatten(pytree, is_leaf, label="pytree")
-    wrapped = treedef._build([_Wrapped(x) for x in leaves])  # fresh nodes, unique leaves
-    picked = where(wrapped)
-    leaves_plain, structure_plain, _ = flatten(plain, is_leaf, label="where(pytree)")
-    leaves_picked, structure_picked, _ = flatten(picked, label="where(pytree)")
-    if structure_plain != structure_picked or any(
-        a is not _unwrap(b) for a, b in zip(leaves_plain, leaves_picked, strict=False)
-    ):
-        raise ValueError(
-            "where: expected a function of the structure of pytree, got one whose result depends on "
-            "its leaves (equinox's rule: select by position, e.g. lambda m: m.layers[-1].weight)"
-        )
-    single = not isinstance(picked, (tuple, list)) or any(x is picked for x in _nodes_of(wrapped, picked))
-    targets = [picked] if single else list(picked)
-    wanted: dict[int, list[int]] = {}
-    for k, target in enumerate(targets):
-        wanted.setdefault(id(target), []).append(k)
-    found: list[list[KeyPath]] = [[] for _ in targets]
-    found_leaves, _, paths = flatten(wrapped, lambda x: id(x) in wanted, with_path=True, label="pytree")
-    assert paths is not None
-    for leaf, path in zip(found_leaves, paths, strict=True):
-        for k in wanted.get(id(leaf), ()):
-            found[k].append(path)
-    out = []
-    for k, where_found in enumerate(found):
-        which = "where(pytree)" if single else f"where(pytree)[{k}]"
-        if not where_found:
-            raise ValueError(f"{which}: expected a node of pytree, got {describe_value(_unwrap(targets[k]))}")
-        if len(where_found) > 1:
-            raise ValueError(
-                f"{which}: expected one node of pytree, got one found at {len(where_found)} places\n"
-                "a None is a node with no children and is shared: to select a None pass is_leaf=lambda x: x is None"
-            )
-        out.append(where_found[0])
-    return out, single
-
-
-def _nodes_of(tree: Any, target: Any) -> list[Any]:
-    """``[target]`` if ``target`` is a node (or leaf) of ``tree``, else ``[]`` (by identity)."""
-    leaves = flatten(tree, lambda x: x is target, label="pytree")[0]
-    return [x for x in leaves if x is target][:1]
-
-
 def tree_at(
     where: Callable[[Any], Any] | Path,
     pytree: Any,
@@ -381,8 +323,12 @@ def tree_at(
         TypeError: If both or neither of ``replace`` and ``replace_fn`` are given, or
             ``replace`` has another length than the nodes ``where`` returns (equinox raises
             ``ValueError`` for these).
-        ValueError: If a function ``where`` depends on the leaves, or returns something that
-            is not a node of ``pytree``, or a node found at more than one place.
+        ValueError: If a function ``where`` depends on the leaves or computes with them (it
+            runs on a copy of ``pytree`` whose leaves are stand-ins; what it raised there is
+            chained); or returns something that is not a node or leaf of ``pytree``: the
+            message says what it is instead (node data such as a static field, naming its
+            key path and node type; a part of ``pytree`` itself that ``where`` refers to by
+            name; or a value ``where`` made); or a node found at more than one place.
         StructureMismatchError: If a path leads nowhere (as in :func:`tree_get`), labelled
             ``pytree``.
         Exception: Whatever a registered flatten function raises, noted with the node type
@@ -393,7 +339,7 @@ def tree_at(
     paths: list[Any] = [where]
     single = True
     if callable(where):
-        found, single = _where_paths(where, pytree, is_leaf)
+        found, single = where_paths(where, pytree, is_leaf)
         paths = list(found)
     if replace_fn is _MISSING:
         values = [replace] if single else list(replace)
