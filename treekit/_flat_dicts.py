@@ -33,6 +33,26 @@ def flatten_dict(tree: Any, sep: str | None = "/") -> dict[Any, Any]:
     >>> flatten_dict({'a': {'b': 1}}, sep=None)
     {('a', 'b'): 1}
 
+    The keys come in leaf order (each dict's keys sorted), not in insertion order as from
+    flax's ``flatten_dict``: the keys and values are flax's, listed as
+    :func:`~treekit.tree_leaves` lists the leaves, so
+    ``list(flatten_dict(t).values()) == tree_leaves(t)``. That is the order
+    of every other listing of a tree in treekit (``summary``, saved files,
+    ``tree_leaves_with_path``) and of jax, so the n-th flat key names the n-th leaf everywhere.
+    Where flax's order matters (a file read by position, a printout to match), call
+    ``flax.traverse_util.flatten_dict(t, sep='/')``, or reorder by any key list in that order
+    (``{k: flat[k] for k in keys}``); :func:`unflatten_dict` takes either order:
+
+    >>> from treekit import tree_leaves
+    >>> params = {'dense': {'kernel': 1.0, 'bias': 0.0}}
+    >>> flat = flatten_dict(params)
+    >>> flat
+    {'dense/bias': 0.0, 'dense/kernel': 1.0}
+    >>> list(flat.values()) == tree_leaves(params)
+    True
+    >>> unflatten_dict({'dense/kernel': 1.0, 'dense/bias': 0.0}) == unflatten_dict(flat) == params
+    True
+
     A flat key must split back on ``sep`` into its path's keys, so that :func:`unflatten_dict`
     rebuilds what was flattened. A key holding ``sep`` (haiku's module names, ``'mlp/~/linear_0'``)
     is refused rather than escaped: an escaped key would be a name no other tool reads (``np.load``,
@@ -51,17 +71,18 @@ def flatten_dict(tree: Any, sep: str | None = "/") -> dict[Any, Any]:
 
     For the same reason, two keys of one node with the same text (``0`` and ``'0'``) are refused:
     :func:`unflatten_dict` would merge them. So ``unflatten_dict(flatten_dict(t, sep), sep) == t``
-    for every tree ``t`` of nested dicts with ``str`` keys that ``flatten_dict`` accepts, keys
-    in sorted (leaf) order; only subtrees without leaves (``{}``, ``[]``, ``None``), which have
-    no flat key, do not come back. Other nodes come back as dicts and other keys as their text
-    (a list's ``0`` as ``'0'``); with ``sep=None`` the keys stay as they are.
+    for every tree ``t`` of nested dicts with ``str`` keys that ``flatten_dict`` accepts (equal
+    dicts, the rebuilt ones with their keys in leaf order); only subtrees without leaves
+    (``{}``, ``[]``, ``None``), which have no flat key, do not come back. Other nodes come back
+    as dicts and other keys as their text (a list's ``0`` as ``'0'``); with ``sep=None`` the
+    keys stay as they are.
 
     Args:
         tree: Any pytree.
         sep: Joins the keys of a path, a non-empty string; ``None`` for tuple keys.
 
     Returns:
-        A dict from flat key to leaf, in leaf order.
+        A dict from flat key to leaf, in leaf order (flax's: insertion order).
 
     Raises:
         ValueError: If a key holds ``sep`` (or, for a separator of 2 or more characters, its
