@@ -427,7 +427,8 @@ class Garbage:
 
     def spec(self) -> Any:
         try:
-            return self.pick(treekit.tree_spec(self.tree), self.other(), {"x": treekit.ShapeDtype(("b", 3), "f32")})
+            specs = [treekit.tree_spec(self.tree), self.other(), {"x": treekit.ShapeDtype(("b", 3), "f32")}]
+            return self.pick(*specs, {"x": treekit.ANY, "y": [treekit.NON_ARRAY]})
         except Exception:
             return self.other()
 

@@ -89,6 +89,7 @@ def test_summary_table() -> None:
         "['step']  -           int            -        -",
         "['w']     (300, 400)  float32  120,000  480,000",
         "total     2 arrays             120,004  480,016  (468.8 KiB)",
+        "not counted (not arrays): ['step'] (int)",
     ]
 
 

@@ -76,6 +76,7 @@ SKIP = {
             "treekit.params.GradientTransformation", "treekit.optim.EmptyState", "treekit.optim.MaskedNode",
             "treekit.optim.MaskedState", "treekit.optim.ScaleByAdamState", "treekit.optim.ScaleByScheduleState",
             "treekit.optim.TraceState", "treekit.optim.WeightDecaySchedule", "treekit.View",
+            "treekit.SpecWildcard", "treekit.ANY", "treekit.NON_ARRAY",
         ],
         "a data or type-alias class, not a tree function",
     ),

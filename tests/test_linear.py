@@ -78,6 +78,7 @@ COMB_CALLS = {
     "assert_trees_all_equal": "tk.assert_trees_all_equal(tree, other)",
     "assert_trees_all_close": "tk.assert_trees_all_close(tree, other)",
     "check_spec": "tk.check_spec(tree, tk.tree_spec(other))",
+    "check_spec ANY": "tk.check_spec(tree, tk.tree_map(lambda _: tk.ANY, other))",
     "assert_tree_all_finite": "tk.assert_tree_all_finite(tree)",
     "assert_tree_no_nones": "tk.assert_tree_no_nones(tree)",
     "assert_shape": "tk.assert_shape(tree, ())",

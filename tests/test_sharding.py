@@ -213,6 +213,7 @@ def test_summary_plans_per_device_bytes_from_specs_and_a_mesh() -> None:
         "['w']    (1024, 4096)  float32   4,194,304  16,777,216  P(None, 'model')        4,194,304",
         "total    2 arrays                4,198,400  16,785,408  mesh data=2,model=4     4,196,352"
         "  (16.0 MiB; 4.0 MiB per device)",
+        "not counted (not arrays): ['act'] (str)",
     ]
 
 

@@ -73,14 +73,34 @@ def test_tree_spec_describes_every_array_leaf() -> None:
     assert tk.check_spec(tree, spec) == {}
 
 
-def test_tree_spec_lists_leaves_without_shape_and_dtype() -> None:
-    message = (
-        "tree_spec: 2 leaves without shape and dtype\n"
-        "tree['n']: expected a leaf with shape and dtype, got int 3\n"
-        "tree['s']: expected a leaf with shape and dtype, got str 'a'"
+def test_tree_spec_gives_non_array_for_leaves_without_shape_and_dtype() -> None:
+    assert tk.tree_spec({"x": np.zeros(2), "n": 3, "s": "a"}) == {
+        "x": ShapeDtype((2,), "float64"),
+        "n": tk.NON_ARRAY,
+        "s": tk.NON_ARRAY,
+    }
+
+
+MIXED_LEAVES = st.one_of(
+    st.integers(-3, 3), st.text("xy", max_size=2), st.none(), st.sampled_from([np.zeros(2, u8), np.ones((1, 3))])
+)
+
+
+@given(
+    st.recursive(
+        MIXED_LEAVES,
+        lambda kids: st.one_of(st.lists(kids, max_size=3), st.dictionaries(st.text("ab", max_size=2), kids)),
+        max_leaves=12,
     )
-    with pytest.raises(TypeError, match="^" + re.escape(message) + "$"):
-        tk.tree_spec({"x": np.zeros(2), "n": 3, "s": "a"})
+)
+def test_every_tree_fits_its_own_spec(tree: Any) -> None:
+    """The law: check_spec(t, tree_spec(t)) holds; a spec's leaves are ShapeDtype for arrays, NON_ARRAY else."""
+    spec = tk.tree_spec(tree)
+    assert tk.check_spec(tree, spec) == {}
+    assert tk.tree_structure(spec) == tk.tree_structure(tree)
+    for x, want in zip(tk.tree_leaves(tree), tk.tree_leaves(spec), strict=True):
+        assert want == (ShapeDtype(x.shape, x.dtype) if isinstance(x, np.ndarray) else tk.NON_ARRAY)
+    assert tk.check_spec(tree, tk.tree_map(lambda _: tk.ANY, tree)) == {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +113,7 @@ class SpecCase:
 
 
 SPEC = {"x": ShapeDtype(("batch", 3), "f32"), "y": ShapeDtype(("batch",), "i32")}
-BATCH = {"image": ShapeDtype(("*batch", 28, 28), "u8"), "label": ShapeDtype(("*batch",), "i64")}  # an HF batch
+BATCH = {"image": ShapeDtype(("*batch", 28, 28), "u8"), "label": ShapeDtype(("*batch",), "i64")}  # a batch spec
 SPEC_CASES = [
     SpecCase("matches", {"x": np.zeros((8, 3), f32), "y": np.zeros(8, i32)}, SPEC, [], {"batch": 8}),
     SpecCase(
@@ -223,7 +243,7 @@ def test_a_batch_of_any_rank_matches_star_batch(batch: tuple[int, ...], width: i
 
 def test_check_spec_refuses_spec_leaves_without_shape_and_dtype() -> None:
     message = (
-        "spec: expected ShapeDtype leaves (or leaves with shape and dtype), got 1 other leaf\n"
+        "spec: expected ShapeDtype leaves (or leaves with shape and dtype, ANY or NON_ARRAY), got 1 other leaf\n"
         "spec['x']: expected a leaf with shape and dtype, got int 3"
     )
     with pytest.raises(TypeError, match="^" + re.escape(message) + "$"):

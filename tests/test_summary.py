@@ -26,6 +26,7 @@ def test_depth_collapses_below_it_with_subtotals() -> None:
         "['head']     2 arrays  float32    11     44",
         "['step']     -         int         -      -",
         "total        5 arrays             31    140",
+        "not counted (not arrays): ['step'] (int)",
     ]
     assert tk.summary(MODEL, depth=2).splitlines()[1:4] == [
         "['encoder']['dense']  2 arrays  float32    16     64",
@@ -70,7 +71,9 @@ def test_markdown() -> None:
         "|:---|:---|:---|---:|---:|\n"
         "| ['n'] | - | str | - | - |\n"
         "| ['w'] | (2, 3) | float32 | 6 | 24 |\n"
-        "| total | 1 array |  | 6 | 24 |"
+        "| total | 1 array |  | 6 | 24 |\n"
+        "\n"
+        "not counted (not arrays): ['n'] (str)"
     )
 
 

@@ -90,8 +90,8 @@ CASES = [
     ("empty vdot", tree_vdot, ({}, {}), 0),
     ("empty norm", tree_norm, ([],), 0.0),
     ("empty inf norm is -inf as optax", tree_norm, ([], "inf"), -math.inf),
-    ("numbers count one each", tree_size, ({"a": 1.0, "b": (2, 3)},), 3),
-    ("number bytes as numpy", tree_bytes, ([1.0, np.float32(2)],), 12),
+    ("Python numbers count nothing, numpy scalars one", tree_size, ({"a": 1.0, "b": (2, np.int8(3))},), 1),
+    ("number bytes: numpy scalars only", tree_bytes, ([1.0, np.float32(2)],), 4),
     ("None is no leaf", tree_size, ({"a": None},), 0),
 ]
 

@@ -67,6 +67,7 @@ def test_every_path_shape_and_total_is_in_the_text() -> None:
         assert keystr(path) in text
     assert "f32[4,3]" in text and "f32[3]" in text
     assert "total: 3 arrays · 18 params · 72 B" in text
+    assert "not counted (not arrays): ['name'] (str), ['opt']['step'] (int)" in text
     assert "1 NaN" in text and "1 inf" in text
     assert page.tags.count("details") == 5  # the root, params, dense, opt, mu: the nodes
     assert "script" not in page.tags

@@ -76,8 +76,11 @@ from treekit._register import register_pytree_with_keys as register_pytree_with_
 from treekit._register import register_pytree_with_keys_class as register_pytree_with_keys_class
 from treekit._register import register_static as register_static
 from treekit._register import static as static
+from treekit._specs import ANY as ANY
+from treekit._specs import NON_ARRAY as NON_ARRAY
 from treekit._specs import ShapeDtype as ShapeDtype
 from treekit._specs import SpecMismatchError as SpecMismatchError
+from treekit._specs import SpecWildcard as SpecWildcard
 from treekit._specs import assert_tree_shapes as assert_tree_shapes
 from treekit._specs import check_spec as check_spec
 from treekit._specs import tree_spec as tree_spec
@@ -151,6 +154,8 @@ def __dir__() -> list[str]:
 __version__ = "0.2.0"
 
 __all__ = [
+    "ANY",
+    "NON_ARRAY",
     "DictKey",
     "Difference",
     "FlattenedIndexKey",
@@ -164,6 +169,7 @@ __all__ = [
     "SequenceKey",
     "ShapeDtype",
     "SpecMismatchError",
+    "SpecWildcard",
     "StructureAssertionError",
     "StructureMismatchError",
     "TransposeMismatchError",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from typing import Any, NamedTuple
 
-from treekit._describe import describe_leaf, dtype_name, is_array
+from treekit._describe import describe_leaf, dtype_name, is_array, is_key_dtype
 from treekit._diff_view import render_diff
 from treekit._errors import StructureAssertionError, StructureMismatchError, format_message
 from treekit._keys import DictKey, KeyPath, keystr
@@ -394,6 +395,14 @@ def _unequal_mask(x: Any, y: Any) -> tuple[Any, Any, Any]:
     """(elements that are not equal, NaN matching NaN; a and b as numbers or ``None``)."""
     import numpy as np
 
+    keys = [is_array(v) and is_key_dtype(v.dtype) for v in (x, y)]
+    if any(keys):  # typed PRNG keys: equal where their key data is (they have no numbers)
+        shape = np.shape(x if keys[0] else y)
+        if not all(keys) or np.shape(y) != shape or dtype_name(x.dtype) != dtype_name(y.dtype):
+            return np.ones(shape, dtype=bool), None, None
+        jax = sys.modules["jax"]  # (a key exists only once jax is imported)
+        a, b = (np.asarray(jax.random.key_data(v)).reshape(*shape, -1) for v in (x, y))
+        return (a != b).any(axis=-1), None, None
     a, b = np.asarray(x), np.asarray(y)
     af, bf = _numeric(a), _numeric(b)
     try:

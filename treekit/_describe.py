@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["describe_leaf", "dtype_name", "is_array", "itemsize", "shape_text", "short_dtype"]
+__all__ = [
+    "describe_leaf",
+    "dtype_name",
+    "is_array",
+    "is_key_dtype",
+    "itemsize",
+    "leaf_size",
+    "shape_text",
+    "short_dtype",
+]
 
 SHORT_DTYPES = {
     "bool": "bool",
@@ -32,6 +41,31 @@ def is_array(x: Any) -> bool:
     (True, True, False, False)
     """
     return isinstance(getattr(x, "shape", None), tuple) and hasattr(x, "dtype")
+
+
+def leaf_size(x: Any) -> tuple[int | None, int | None]:
+    """``(entries, bytes)`` that leaf ``x`` adds to a tree's sizes (:func:`treekit.tree_size`,
+    ``tree_bytes``, ``summary``, ``view``): an array's (:func:`is_array`) size and ``nbytes``
+    (from its shape and dtype where it has no ``nbytes``); ``(0, 0)`` for any other leaf (a
+    Python number, a function, a string), as flax and equinox count parameters; ``None``
+    where a dim or the dtype's size is unknown (an abstract array).
+
+    >>> import numpy as np
+    >>> leaf_size(np.zeros((3, 4), np.float32)), leaf_size(np.float64(2)), leaf_size(2.0), leaf_size(print)
+    ((12, 48), (1, 8), (0, 0), (0, 0))
+    """
+    if not is_array(x):
+        return 0, 0
+    size = 1
+    for dim in x.shape:
+        if not isinstance(dim, int):
+            return None, None
+        size *= dim
+    nbytes = getattr(x, "nbytes", None)
+    if not isinstance(nbytes, int):
+        size_of_one = itemsize(x.dtype)
+        nbytes = None if size_of_one is None else size * size_of_one
+    return size, nbytes
 
 
 def shape_text(x: Any) -> str:
@@ -74,6 +108,18 @@ def dtype_name(dtype: Any) -> str:
 
 _NAMES: dict[Any, str] = {}  # dtype -> its name; dtypes are few (at most _NAMES_LIMIT kept)
 _NAMES_LIMIT = 512
+
+
+def is_key_dtype(dtype: Any) -> bool:
+    """Whether ``dtype`` is a typed PRNG key's (``jax.random.key(0).dtype``, named
+    ``key<fry>``): an array of them holds keys, not numbers (no values to read or sum).
+
+    >>> import numpy as np
+    >>> is_key_dtype(np.dtype('uint32')), is_key_dtype('key<fry>')
+    (False, True)
+    """
+    name = dtype_name(dtype)
+    return name.startswith("key<") and name.endswith(">")
 
 
 def is_inexact_dtype(dtype: Any) -> bool:

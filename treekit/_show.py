@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from treekit._describe import dtype_name
+from treekit._describe import dtype_name, leaf_size
 from treekit._flat_dicts import unflatten_dict
-from treekit._summary import Row, leaf_bytes, summary, table_rows
+from treekit._summary import Row, summary, table_rows
 from treekit._traverse import flatten
 from treekit._view import view
 
@@ -289,7 +289,7 @@ def summary_json(tree: Any, depth: int | None = None) -> dict[str, Any]:
 
 def _row_json(row: Row) -> dict[str, Any]:
     arrays = row.arrays
-    sizes = [leaf_bytes(x) for x in arrays]
+    sizes = [leaf_size(x) for x in arrays]
     data: dict[str, Any] = {"path": row.name, "leaves": len(row.leaves), "arrays": len(arrays)}
     if not row.grouped:
         x = row.leaves[0]

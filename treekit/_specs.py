@@ -10,13 +10,23 @@ from types import EllipsisType
 from typing import Any, Union
 
 from treekit._checks import Difference, align
-from treekit._describe import SHORT_DTYPES, describe_leaf, dim_text, dtype_name, is_array
-from treekit._errors import format_message, safe_repr
+from treekit._describe import SHORT_DTYPES, describe_leaf, dim_text, dtype_name, is_array, is_key_dtype
+from treekit._errors import StructureMismatchError, format_message, safe_repr
 from treekit._keys import KeyPath, keystr
 from treekit._ops import tree_map
 from treekit._traverse import IsLeaf, LeafPaths, flatten
 
-__all__ = ["Dim", "ShapeDtype", "SpecMismatchError", "assert_tree_shapes", "check_spec", "tree_spec"]
+__all__ = [
+    "ANY",
+    "NON_ARRAY",
+    "Dim",
+    "ShapeDtype",
+    "SpecMismatchError",
+    "SpecWildcard",
+    "assert_tree_shapes",
+    "check_spec",
+    "tree_spec",
+]
 
 Dim = Union[int, str, None, EllipsisType]
 """One dimension of a spec: a size, a name that must agree across leaves, ``None`` (any size),
@@ -40,9 +50,9 @@ _KEPT_NAMES = re.compile(r"(?:bytes|str|void)\d+|key<[^<>]+>|torch\.\w+")
 _DTYPE_EXPECTED = "a dtype or a dtype name ('float32', 'f32', 'bfloat16', numpy.float32, ...)"
 
 
-def _canonical_dtype(dtype: Any) -> str | None:
-    """``dtype``'s name, as numpy spells it where numpy knows it; raises TypeError for what
-    is no dtype (``'f33'``, ``3.5``)."""
+def _canonical_dtype(dtype: Any) -> Any:
+    """``dtype``'s name, as numpy spells it where numpy knows it (a typed PRNG key's dtype
+    object is kept); raises TypeError for what is no dtype (``'f33'``, ``3.5``)."""
     if dtype is None:
         return None
     if isinstance(dtype, str) and dtype in _LONG:
@@ -57,8 +67,10 @@ def _canonical_dtype(dtype: Any) -> str | None:
         if dtype in _EXTRA_NAMES or _KEPT_NAMES.fullmatch(dtype):
             return dtype
         raise TypeError(f"dtype: expected {_DTYPE_EXPECTED}, got {safe_repr(dtype, 60)}")
+    if is_key_dtype(dtype):
+        return dtype  # kept: numpy cannot read its name back, and flax's reprs read its itemsize
     if isinstance(getattr(dtype, "name", None), str) or isinstance(dtype, type) or type(dtype).__module__ == "torch":
-        return dtype_name(dtype)  # a dtype object of another library (jax's key types, torch's)
+        return dtype_name(dtype)  # a dtype object of another library (torch's)
     raise TypeError(f"dtype: expected {_DTYPE_EXPECTED}, got {type(dtype).__name__} {safe_repr(dtype, 60)}")
 
 
@@ -76,7 +88,7 @@ def _shape_tuple(shape: Any) -> tuple[Any, ...]:
     return tuple(shape)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class ShapeDtype:
     """What an array leaf must look like: a shape whose dims may be names or ``None``, a dtype.
 
@@ -85,7 +97,11 @@ class ShapeDtype:
     is a string (it would be read as one dim per character). ``dtype`` is kept as its name
     (``'float32'``; ``'f32'``, ``numpy.float32`` and ``jnp.float32`` are accepted, and the
     names of jax's extra dtypes, ``'bfloat16'``, ``'float8_e4m3fn'``, ``'int4'``, whether or
-    not ml_dtypes is imported); ``None`` allows any dtype.
+    not ml_dtypes is imported); ``None`` allows any dtype. The one dtype kept as given is a
+    typed PRNG key's (``jax.random.key(0).dtype``, shown ``key<fry>``): numpy cannot read its
+    name back, and libraries that size a spec leaf (flax's reprs of nnx ``State``) need its
+    ``itemsize``. Specs compare by dtype name, so ``ShapeDtype((), 'key<fry>')`` equals the
+    spec of a key.
 
     >>> spec = ShapeDtype(('batch', None, 3), 'f32')
     >>> spec, str(spec)
@@ -115,7 +131,8 @@ class ShapeDtype:
     """
 
     shape: tuple[Dim, ...]
-    dtype: str | None = None
+    dtype: Any = None
+    """The dtype's name (``'float32'``), ``None`` (any dtype), or a typed PRNG key's dtype."""
 
     def __post_init__(self) -> None:
         shape = _shape_tuple(self.shape)
@@ -130,6 +147,18 @@ class ShapeDtype:
     def __str__(self) -> str:
         return describe_leaf(self)
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ShapeDtype:
+            return NotImplemented
+        return self.shape == other.shape and _name(self.dtype) == _name(other.dtype)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, _name(self.dtype)))
+
+
+def _name(dtype: Any) -> str | None:
+    return None if dtype is None else dtype_name(dtype)
+
 
 def _is_size(dim: Any) -> bool:
     return isinstance(dim, numbers.Integral) and not isinstance(dim, bool) and int(dim) >= 0
@@ -139,6 +168,67 @@ def _is_variadic(dim: Any) -> bool:
     return dim is Ellipsis or (isinstance(dim, str) and dim.startswith("*"))
 
 
+class SpecWildcard:
+    """A spec leaf that stands for what a tree holds there without a shape: :data:`ANY` or
+    :data:`NON_ARRAY`. Only those two exist; they pickle as themselves.
+
+    >>> import numpy as np
+    >>> batch = {'image': ShapeDtype(('*batch', 4)), 'text': NON_ARRAY, 'meta': ANY}
+    >>> check_spec({'image': np.zeros((2, 4)), 'text': ['a cat', 'a dog'], 'meta': np.ones(1)}, batch)
+    {'*batch': (2,)}
+    >>> check_spec({'image': np.zeros((2, 4)), 'text': np.zeros(2), 'meta': None}, batch)
+    Traceback (most recent call last):
+    ...
+    treekit.SpecMismatchError: tree does not match the spec: 1 problem
+    tree['text']: expected NON_ARRAY (anything but an array), got f64[2]
+    """
+
+    __slots__ = ("_arrays", "_name")
+
+    def __init__(self, name: str, arrays: bool) -> None:
+        self._name, self._arrays = name, arrays
+
+    def __repr__(self) -> str:
+        return self._name
+
+    def __reduce__(self) -> str:
+        return self._name
+
+    def problem(self, x: Any) -> str | None:
+        """What is wrong with leaf ``x`` in this wildcard's place (the ``got`` text), or ``None``."""
+        return describe_leaf(x) if not self._arrays and is_array(x) else None
+
+
+def _expand_wildcards(spec: Any, tree: Any, is_leaf: IsLeaf | None) -> Any:
+    """``spec`` with each wildcard leaf spread over the subtree ``tree`` has in its place (a
+    wildcard per leaf, so a subtree matches it), where ``tree`` has one there; one guided walk."""
+    wants, spec_def, _ = flatten(spec)
+    if not any(type(w) is SpecWildcard for w in wants):
+        return spec
+    errors: list[tuple[int, int, StructureMismatchError]] = []
+    try:
+        subtrees = spec_def._guide(tree, "tree", False, is_leaf, None, errors)
+    except Exception:  # a flatten function raised: the structural check reports it
+        return spec
+    placed = [True] * len(wants)
+    for start, stop, _ in errors:  # under a mismatched node: nothing to spread over
+        placed[start:stop] = [False] * (stop - start)
+    out = [
+        tree_map(lambda _, want=want: want, sub, is_leaf=is_leaf) if type(want) is SpecWildcard and ok else want
+        for want, sub, ok in zip(wants, subtrees, placed)
+    ]
+    return spec_def._build(out)
+
+
+ANY = SpecWildcard("ANY", True)
+"""A spec leaf matching whatever the tree holds there: any leaf, or a whole subtree (as an
+HF batch's list of strings)."""
+
+NON_ARRAY = SpecWildcard("NON_ARRAY", False)
+"""A spec leaf matching any leaf or subtree that holds no array (a string column, an equinox
+Module's activation function); what :func:`tree_spec` gives for leaves without shape and dtype."""
+
+
 def _not_array(label: str, path: KeyPath, x: Any) -> str:
     return format_message(
         label, path, "a leaf with shape and dtype", f"{type(x).__name__} {describe_leaf(x, 40)}", None, None
@@ -146,11 +236,12 @@ def _not_array(label: str, path: KeyPath, x: Any) -> str:
 
 
 def tree_spec(tree: Any, *, is_leaf: IsLeaf | None = None) -> Any:
-    """The tree of :class:`ShapeDtype` of ``tree``'s array leaves (what ``check_spec`` takes).
+    """The tree of :class:`ShapeDtype` of ``tree``'s array leaves (what ``check_spec`` takes),
+    with :data:`NON_ARRAY` for its other leaves, so ``check_spec(tree, tree_spec(tree))`` holds.
 
     >>> import numpy as np
-    >>> tree_spec({'w': np.zeros((3, 4), np.float32), 'b': [np.zeros(4, np.int8)]})
-    {'w': ShapeDtype(shape=(3, 4), dtype='float32'), 'b': [ShapeDtype(shape=(4,), dtype='int8')]}
+    >>> tree_spec({'w': np.zeros((3, 4), np.float32), 'b': [np.zeros(4, np.int8)], 'act': 'relu'})
+    {'w': ShapeDtype(shape=(3, 4), dtype='float32'), 'b': [ShapeDtype(shape=(4,), dtype='int8')], 'act': NON_ARRAY}
 
     Args:
         tree: A tree whose leaves have ``shape`` and ``dtype`` (numpy or jax arrays,
@@ -158,17 +249,14 @@ def tree_spec(tree: Any, *, is_leaf: IsLeaf | None = None) -> Any:
         is_leaf: As in :func:`treekit.tree_flatten`.
 
     Returns:
-        ``tree`` with each leaf replaced by its :class:`ShapeDtype`.
-
-    Raises:
-        TypeError: If some leaves have no shape or dtype; the message lists them all.
+        ``tree`` with each array leaf replaced by its :class:`ShapeDtype` and each other leaf
+        (a string, a function, a Python number) by :data:`NON_ARRAY`.
     """
-    leaves, treedef, _ = flatten(tree, is_leaf)
-    paths = LeafPaths(tree, treedef)
-    bad = [_not_array("tree", paths[i], x) for i, x in enumerate(leaves) if not is_array(x)]
-    if bad:
-        raise TypeError(f"tree_spec: {_count(len(bad), 'leaf', 'leaves')} without shape and dtype\n" + "\n".join(bad))
-    return tree_map(lambda x: ShapeDtype(tuple(x.shape), x.dtype), tree, is_leaf=is_leaf)
+    return tree_map(lambda x: ShapeDtype(tuple(x.shape), x.dtype) if is_array(x) else NON_ARRAY, tree, is_leaf=is_leaf)
+
+
+def _is_spec_leaf(x: Any) -> bool:
+    return is_array(x) or type(x) is SpecWildcard
 
 
 def _count(n: int, one: str, many: str) -> str:
@@ -182,12 +270,13 @@ def _shape_text(shape: tuple[Any, ...]) -> str:
 
 def _spec_problems(tree: Any, spec: Any, is_leaf: IsLeaf | None, spec_label: str) -> tuple[list[str], dict[str, Any]]:
     """Every way ``tree`` fails ``spec``, one line each in leaf order; and the named dims bound."""
+    spec = _expand_wildcards(spec, tree, is_leaf)
     wants, spec_def, _ = flatten(spec)
     spec_paths = LeafPaths(spec, spec_def)
-    bad = [_not_array(spec_label, spec_paths[i], w) for i, w in enumerate(wants) if not is_array(w)]
+    bad = [_not_array(spec_label, spec_paths[i], w) for i, w in enumerate(wants) if not _is_spec_leaf(w)]
     if bad:
         raise TypeError(
-            f"{spec_label}: expected ShapeDtype leaves (or leaves with shape and dtype), got "
+            f"{spec_label}: expected ShapeDtype leaves (or leaves with shape and dtype, ANY or NON_ARRAY), got "
             f"{_count(len(bad), 'other leaf', 'other leaves')}\n" + "\n".join(bad)
         )
     lines: list[str] = []
@@ -198,6 +287,12 @@ def _spec_problems(tree: Any, spec: Any, is_leaf: IsLeaf | None, spec_label: str
             lines.append(item.line("tree"))
             continue
         i, want, x = item
+        if type(want) is SpecWildcard:
+            got_text = want.problem(x)
+            if got_text is not None:
+                expected = f"{want!r} (anything but an array)"
+                lines.append(format_message("tree", paths[i], expected, got_text, None, None))
+            continue
         if type(want) is not ShapeDtype:
             want = ShapeDtype(tuple(want.shape), want.dtype)
         expected = str(want) if want.dtype is not None else f"shape {_shape_text(want.shape)}"
@@ -207,8 +302,8 @@ def _spec_problems(tree: Any, spec: Any, is_leaf: IsLeaf | None, spec_label: str
             continue
         got = tuple(x.shape)
         words = []
-        if want.dtype is not None and dtype_name(x.dtype) != want.dtype:
-            words.append(f"dtype {dtype_name(x.dtype)}, not {want.dtype}")
+        if want.dtype is not None and dtype_name(x.dtype) != dtype_name(want.dtype):
+            words.append(f"dtype {dtype_name(x.dtype)}, not {dtype_name(want.dtype)}")
         words += _dim_problems(got, want.shape, i, paths, bound)
         if words:
             got_text = describe_leaf(x) if want.dtype is not None else f"shape {_shape_text(got)}"
@@ -299,6 +394,9 @@ def check_spec(tree: Any, spec: Any, *, is_leaf: IsLeaf | None = None) -> dict[s
     >>> check_spec({'image': np.zeros((28, 28), np.uint8), 'label': np.zeros((), np.int64)}, batch)
     {'*batch': ()}
 
+    A spec leaf :data:`ANY` matches whatever ``tree`` holds there (a leaf or a subtree),
+    :data:`NON_ARRAY` whatever holds no array (a string column, a Module's activation).
+
     Returns:
         A dict from each named dim of ``spec`` to the size it has in ``tree`` (a tuple of sizes
         for a ``'*name'`` dim).
@@ -307,7 +405,8 @@ def check_spec(tree: Any, spec: Any, *, is_leaf: IsLeaf | None = None) -> dict[s
         SpecMismatchError: An ``AssertionError`` and a ``ValueError``, listing every problem,
             one line per key path: structural differences,
             leaves without shape or dtype, wrong dtypes, ranks and dims.
-        TypeError: If a leaf of ``spec`` has no shape and dtype.
+        TypeError: If a leaf of ``spec`` is neither a spec (shape and dtype) nor ``ANY`` or
+            ``NON_ARRAY``.
     """
     __tracebackhide__ = True
     lines, dims = _spec_problems(tree, spec, is_leaf, "spec")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from treekit._annotations import annotation, box_level
-from treekit._describe import dtype_name, is_array, itemsize
+from treekit._describe import dtype_name, is_array, leaf_size
 from treekit._html import HtmlText
 from treekit._keys import KeyPath, keystr
 from treekit._layout import Layout, device_nbytes, layout_of, mesh_str, named_layout, spec_str
@@ -29,9 +29,9 @@ __all__ = [
     "Column",
     "Row",
     "human_bytes",
-    "leaf_bytes",
     "leaf_layouts",
     "leaf_stats",
+    "not_counted",
     "summary",
 ]
 
@@ -54,6 +54,7 @@ class Row:
 
     @property
     def arrays(self) -> list[Any]:
+        """The leaves that count in sizes: the arrays (see :func:`~treekit._describe.leaf_size`)."""
         return [x for x in self.leaves if is_array(x)]
 
     def placed(self) -> list[tuple[Any, Layout | None]]:
@@ -74,19 +75,6 @@ class Column:
     header: str
     right: bool
     cell: Callable[[Row], str]
-
-
-def leaf_bytes(x: Any) -> tuple[int | None, int | None]:
-    size = 1
-    for dim in x.shape:
-        if not isinstance(dim, int):
-            return None, None
-        size *= dim
-    nbytes = getattr(x, "nbytes", None)
-    if not isinstance(nbytes, int):
-        size_of_one = itemsize(x.dtype)
-        nbytes = None if size_of_one is None else size * size_of_one
-    return size, nbytes
 
 
 def _shape(row: Row) -> str:
@@ -112,7 +100,7 @@ def _total(index: int) -> Callable[[Row], str]:
         arrays = row.arrays
         if not arrays:
             return "-" if not row.grouped or row.leaves else "0"
-        values = [leaf_bytes(x)[index] for x in arrays]
+        values = [leaf_size(x)[index] for x in arrays]
         if not row.grouped and values[0] is None:
             return "-"
         return f"{sum(v or 0 for v in values):,}"
@@ -142,7 +130,7 @@ def _device_bytes(row: Row) -> str:
     placed = row.placed()
     if not placed:
         return "-" if not row.grouped or row.leaves else "0"
-    values = [leaf_bytes(x)[1] if layout is None else device_nbytes(x, *layout) for x, layout in placed]
+    values = [leaf_size(x)[1] if layout is None else device_nbytes(x, *layout) for x, layout in placed]
     if not row.grouped and values[0] is None:
         return "-"
     return f"{sum(v or 0 for v in values):,}"
@@ -290,7 +278,9 @@ def summary(
 ) -> str:
     """A table of ``tree``'s leaves: key path, shape, dtype, size and bytes, with totals.
 
-    Leaves without a shape and dtype are listed with their type and left out of the totals.
+    Leaves without a shape and dtype (a Python number, an equinox Module's activation
+    function, a string) are listed with their type, left out of the totals (as
+    :func:`treekit.tree_size` leaves them out), and named under the table:
 
     >>> import numpy as np
     >>> params = {'w': np.zeros((3, 4), np.float32), 'b': np.zeros(4, np.float32), 'step': 7}
@@ -300,6 +290,7 @@ def summary(
     ['step']  -       int         -      -
     ['w']     (3, 4)  float32    12     48
     total     2 arrays           16     64
+    not counted (not arrays): ['step'] (int)
 
     ``depth=N`` gives one row per key path ``N`` entries long, with the subtotals of the
     leaves under it (as flax's ``nnx.tabulate`` and haiku's ``tabulate`` show one row per
@@ -360,13 +351,14 @@ def summary(
     columns = COLUMNS + (SHARDING_COLUMNS if layouts else []) + (STAT_COLUMNS if stats else [])
     rows = [*table_rows(leaves, paths, depth, layouts), Row("total", leaves, grouped=True, total=True, layouts=layouts)]
     table = [[column.cell(row) for column in columns] for row in rows]
-    total_bytes = sum(leaf_bytes(x)[1] or 0 for x in leaves if is_array(x))
-    shown = _html_table(columns, table)
+    total_bytes = sum(leaf_size(x)[1] or 0 for x in leaves)
+    note = not_counted(leaves, paths)
+    shown = _html_table(columns, table) + (f'<p class="tk-dim">{html.escape(note)}</p>' if note else "")
     if format == "markdown":
         lines = ["| " + " | ".join(column.header for column in columns) + " |"]
         lines.append("|" + "|".join("---:" if column.right else ":---" for column in columns) + "|")
         lines += ["| " + " | ".join(cells) + " |" for cells in table]
-        return HtmlText("\n".join(lines), shown)
+        return HtmlText("\n".join(lines + (["", note] if note else [])), shown)
     header, body, total = [column.header for column in columns], table[:-1], table[-1]
     # The total row's shape cell ("3 arrays") spans the shape and dtype columns.
     widths = [max(len(cells[k]) for cells in [header, *body]) for k in range(len(columns))]
@@ -385,7 +377,19 @@ def summary(
         lines[-1] += f"  ({human_bytes(total_bytes)}; {human_bytes(per_device)} per device)"
     elif total_bytes >= 1024:
         lines[-1] += f"  ({human_bytes(total_bytes)})"
-    return HtmlText("\n".join(lines), shown)
+    return HtmlText("\n".join(lines + ([note] if note else [])), shown)
+
+
+_NAMED = 3  # the leaves left out of the totals named under the table; the rest are counted
+
+
+def not_counted(leaves: list[Any], paths: list[KeyPath]) -> str:
+    """The line naming the leaves left out of the totals, or ``''``."""
+    left = [f"{keystr(path) or '(root)'} ({type(x).__name__})" for path, x in zip(paths, leaves) if not is_array(x)]
+    if not left:
+        return ""
+    more = f", and {len(left) - _NAMED:,} more" if len(left) > _NAMED else ""
+    return f"not counted (not arrays): {', '.join(left[:_NAMED])}{more}"
 
 
 def _html_table(columns: list[Column], table: list[list[str]]) -> str:

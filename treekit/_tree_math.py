@@ -57,8 +57,9 @@ def dtype_of(x: Any) -> Any:
 def namespace(*arrays: Any) -> ModuleType:
     """The array module of ``arrays``: the first one that is not numpy's, else numpy.
 
-    Uses the array API's ``__array_namespace__`` (numpy 2 arrays, jax arrays and tracers);
-    Python scalars and objects without it count as numpy. Never imports jax.
+    Uses the array API's ``__array_namespace__`` (numpy 2 arrays, jax arrays and tracers;
+    ``jax.numpy`` for jax's typed PRNG keys, which have none); Python scalars and objects
+    without it count as numpy. Never imports jax.
 
     >>> import numpy as np
     >>> namespace(np.ones(2), 1.0).__name__
@@ -75,7 +76,13 @@ def namespace(*arrays: Any) -> ModuleType:
     for x in arrays:
         get = getattr(x, "__array_namespace__", None)
         if get is not None:
-            xp: ModuleType = get()
+            try:
+                xp: ModuleType = get()
+            except NotImplementedError:  # jax's typed PRNG keys: no namespace, but jax.numpy stacks them
+                jax = loaded_jax()
+                if jax is None:
+                    raise
+                xp = jax.numpy
             if xp is not np:
                 return xp
     return np

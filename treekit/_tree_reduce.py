@@ -14,9 +14,10 @@ import math
 import operator
 from typing import Any
 
+from treekit._describe import describe_leaf, is_array, leaf_size
 from treekit._fold import tree_reduce, tree_reduce_associative
 from treekit._keys import keystr
-from treekit._ops import tree_leaves, tree_map
+from treekit._ops import tree_leaves, tree_leaves_with_path, tree_map
 from treekit._traverse import LeafPaths, flatten
 from treekit._tree_math import namespace, zip_trees
 
@@ -98,51 +99,64 @@ def _square(x: Any) -> Any:
     return xp.square(xp.real(x)) + xp.square(xp.imag(x))
 
 
-def _size(x: Any) -> int:
-    size = getattr(x, "size", None)
-    if size is None or callable(size):  # a Python number, or torch's size() method
-        size = math.prod(getattr(x, "shape", ()))
-    return int(size)
+def _sizes(tree: Any, index: int, name: str) -> int:
+    """The sum of the leaves' :func:`~treekit._describe.leaf_size` entry ``index``."""
+    leaves = tree_leaves(tree)
+    total = 0
+    for k, x in enumerate(leaves):
+        value = leaf_size(x)[index]
+        if value is None:
+            path = keystr(tree_leaves_with_path(tree)[k][0])
+            raise ValueError(f"tree{path}: expected a leaf whose {name} is known, got {describe_leaf(x)}")
+        total += value
+    return total
 
 
 def tree_size(tree: Any) -> int:
-    """The number of scalars in ``tree``: the sum of the leaves' sizes (a number counts 1).
+    """The number of entries of the arrays in ``tree``: the sum of their sizes.
+
+    A leaf without shape and dtype (a Python number, a function, a string) counts 0, as
+    :func:`treekit.summary` counts it (naming it) and as flax and equinox count parameters;
+    optax's ``tree_size`` counts each as 1 (``jnp.size``). See :doc:`params` ("What counts
+    in sizes").
 
     >>> import numpy as np
-    >>> tree_size({'w': np.zeros((3, 4)), 'b': np.zeros(4), 'scale': 1.0})
+    >>> tree_size({'w': np.zeros((3, 4)), 'b': np.zeros(4), 'scale': np.float32(1), 'act': np.tanh})
     17
 
     Args:
-        tree: A tree of arrays or numbers.
+        tree: A tree of arrays (numpy, jax, torch, ``ShapeDtypeStruct``, typed PRNG keys).
 
     Returns:
         The total number of entries, a Python int.
+
+    Raises:
+        ValueError: If an array's shape has a dim that is not an int (a symbolic one); the
+            message names its key path.
     """
-    return sum(_size(x) for x in tree_leaves(tree))
+    return _sizes(tree, 0, "size")
 
 
 def tree_bytes(tree: Any) -> int:
-    """The bytes the leaves' data take: the sum of ``nbytes`` (not in optax).
+    """The bytes the arrays in ``tree`` take: the sum of their ``nbytes`` (not in optax).
 
-    A leaf without ``nbytes`` (a Python number) counts as the numpy array it would become.
+    A leaf without shape and dtype counts 0 (the rule of :func:`tree_size`).
 
     >>> import numpy as np
-    >>> tree_bytes({'w': np.zeros((3, 4), np.float32), 'b': np.zeros(4, np.float64)})
+    >>> tree_bytes({'w': np.zeros((3, 4), np.float32), 'b': np.zeros(4, np.float64), 'act': 'relu'})
     80
 
     Args:
-        tree: A tree of arrays or numbers.
+        tree: A tree of arrays.
 
     Returns:
-        The total size of the leaves' data in bytes, a Python int.
-    """
-    import numpy as np
+        The total size of the arrays' data in bytes, a Python int.
 
-    total = 0
-    for x in tree_leaves(tree):
-        nbytes = getattr(x, "nbytes", None)
-        total += int(np.asarray(x).nbytes if nbytes is None else nbytes)
-    return total
+    Raises:
+        ValueError: If an array's shape or dtype size is unknown (a symbolic dim); the
+            message names its key path.
+    """
+    return _sizes(tree, 1, "size in bytes")
 
 
 def tree_sum(tree: Any, associative_reduction: bool = False) -> Any:
@@ -168,7 +182,7 @@ def tree_sum(tree: Any, associative_reduction: bool = False) -> Any:
 
 
 def _extreme(tree: Any, pick: str, start: float) -> Any:
-    leaves = [x for x in tree_leaves(tree) if _size(x)]
+    leaves = [x for x in tree_leaves(tree) if not is_array(x) or leaf_size(x)[0] != 0]
     xp = namespace(*leaves)
     reduce_leaf = getattr(xp, pick)
     combine = getattr(xp, "maximum" if pick == "max" else "minimum")

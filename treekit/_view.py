@@ -16,13 +16,13 @@ import itertools
 import os
 from typing import Any
 
-from treekit._describe import describe_leaf, is_array
+from treekit._describe import describe_leaf, is_array, leaf_size
 from treekit._format import node_text
 from treekit._html import fragment
 from treekit._keys import keystr
 from treekit._layout import device_nbytes, spec_str
 from treekit._registry import LIST, TUPLE
-from treekit._summary import human_bytes, leaf_bytes, leaf_layouts, leaf_stats, summary
+from treekit._summary import human_bytes, leaf_layouts, leaf_stats, not_counted, summary
 from treekit._traverse import IsLeaf, flatten
 
 __all__ = ["Sums", "View", "leaf_html", "view"]
@@ -36,7 +36,7 @@ class Sums:
     def __init__(self, leaves: list[Any], layouts: list[Any]) -> None:
         arrays, sizes, nbytes, device = [], [], [], []
         for k, x in enumerate(leaves):
-            size, count = leaf_bytes(x) if is_array(x) else (None, None)
+            size, count = leaf_size(x)
             arrays.append(1 if is_array(x) else 0)
             sizes.append(size or 0)
             nbytes.append(count or 0)
@@ -78,7 +78,7 @@ def leaf_html(x: Any, layout: Any, stats: bool) -> str:
         for n, what in ((nans, "NaN"), (infs, "inf")):
             if n:
                 out.append(f'<span class="tk-bad">{n:,} {what}</span>')
-        size = leaf_bytes(x)[0]
+        size = leaf_size(x)[0]
         if size is not None and 0 < size <= _VALUES:
             try:
                 import numpy as np
@@ -207,6 +207,9 @@ def render(
     sums = Sums(leaves, layouts)
     nodes = treedef._nodes
     out = [f'<div class="tk-total">total: {html.escape(sums.text(0, len(leaves)))}</div>']
+    note = not_counted(leaves, paths)
+    if note:
+        out.append(f'<div class="tk-dim">{html.escape(note)}</div>')
     rows = 0
     # (record index, subtree, key text, depth, first leaf) to draw, or a str to emit as it is
     todo: list[Any] = [(len(nodes) - 1, tree, "tree", 0, 0)]
