@@ -411,10 +411,10 @@ def _claims() -> list[Claim]:
             lambda m: _message(lambda: m.tree_leaves(_deep(1000 if sys.version_info < (3, 12) else 10_000)))[:12],
             "SystemError:",
         ),
-        Claim(
-            "dm-tree fails 1,000 deep",
+        Claim(  # as jax's: on 3.13 (dm-tree 0.1.10) 3,000 deep works
+            "dm-tree fails 1,000 deep on Python 3.11, 10,000 deep on 3.13",
             "tree",
-            lambda m: _message(lambda: m.flatten(_deep(1000)))[:15],
+            lambda m: _message(lambda: m.flatten(_deep(1000 if sys.version_info < (3, 12) else 10_000)))[:15],
             "RecursionError:",
         ),
         Claim(

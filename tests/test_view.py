@@ -138,19 +138,20 @@ def test_ipython_shows_the_html() -> None:
     assert shown is not None and "<details" in shown
 
 
+def _dump_dom(name: str) -> str:
+    """The DOM headless Chromium builds from the page ``name``."""
+    assert CHROMIUM is not None
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", f"file://{name}"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120).stdout
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_chromium_renders_the_saved_page_and_a_diff(tmp_path: Any) -> None:
     evil = "<img src=x onerror=alert(1)>"
     tree = {**_model(), evil: "&amp; " + evil}
     name = os.path.join(str(tmp_path), "tree.html")
     view(tree).save_html(name)
-    assert CHROMIUM is not None
-    dom = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", f"file://{name}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    dom = _dump_dom(name)
     page = _read(dom)
     text = "".join(page.text)
     assert "img" not in page.tags and "script" not in page.tags  # the keys stayed text
@@ -161,12 +162,7 @@ def test_chromium_renders_the_saved_page_and_a_diff(tmp_path: Any) -> None:
     diff = treekit.tree_diff(*_diff_pair())
     with open(name, "w", encoding="utf-8") as f:
         f.write(f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{diff._repr_html_()}</body></html>')
-    dom = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", f"file://{name}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    dom = _dump_dom(name)
     text = "".join(_read(dom).text)
     for d in diff:
         assert keystr(d.path) in text and d.line("b").split(": ", 1)[1] in text
