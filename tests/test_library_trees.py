@@ -168,3 +168,18 @@ def test_the_docs_hf_batch_spec_fits_a_real_datasets_batch() -> None:
     numpy_spec = {**spec, "label": ShapeDtype(("*batch",), "i64"), "text": ShapeDtype(("*batch",))}
     assert tk.check_spec(numpy_batch, numpy_spec) == {"*batch": (4,)}
 
+
+
+def test_a_spec_with_non_array_leaves_is_a_load_template(tmp_path: Path) -> None:
+    eqx = pytest.importorskip("equinox")
+    model = eqx.nn.MLP(2, 2, 4, 1, key=jax.random.key(0))
+    tk.save(tmp_path / "mlp.safetensors", model)
+    # final_activation is a lambda the file cannot hold: like must hold it, and a spec leaf does not
+    message = r"file\.final_activation: expected a value from like \(the file holds none here\), got NON_ARRAY"
+    with pytest.raises(tk.StructureMismatchError, match=message):
+        tk.load(tmp_path / "mlp.safetensors", like=tk.tree_spec(model))
+    spec = eqx.tree_at(lambda m: m.final_activation, tk.tree_spec(model), model.final_activation)
+    tk.assert_trees_all_equal(tk.load(tmp_path / "mlp.safetensors", like=spec), model)
+    tree = {"w": np.ones(2, np.float32), "name": "x", "n": 3}
+    tk.save(tmp_path / "tree.safetensors", tree)
+    tk.assert_trees_all_equal(tk.load(tmp_path / "tree.safetensors", like=tk.tree_spec(tree)), tree)

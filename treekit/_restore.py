@@ -9,6 +9,7 @@ from treekit import _saved
 from treekit._describe import dtype_name
 from treekit._errors import StructureMismatchError
 from treekit._keys import KeyPath, keystr
+from treekit._specs import SpecWildcard
 from treekit._traverse import flatten
 
 __all__ = ["restore"]
@@ -58,7 +59,9 @@ def _what(leaf: Any) -> str:
 
 def _fit(got: Any, want: Any) -> tuple[Any, tuple[str, str] | None]:
     """The file's leaf ``got`` for ``like``'s leaf ``want``, and what differs (None: nothing)."""
-    if got is _saved.TEMPLATE:
+    if got is _saved.TEMPLATE:  # saved without its value (an equinox lambda): like's
+        if type(want) is SpecWildcard:
+            return want, ("a value from like (the file holds none here)", f"{want!r}, a spec leaf, in like")
         return want, None
     if not (hasattr(want, "shape") and hasattr(want, "dtype")):
         return got, None  # numbers, strings, functions: the file's
