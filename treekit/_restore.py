@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 from treekit import _saved
-from treekit._describe import dtype_name
+from treekit._describe import dtype_name, is_key_dtype
 from treekit._errors import StructureMismatchError
 from treekit._keys import KeyPath, keystr
 from treekit._specs import SpecWildcard
@@ -73,7 +73,7 @@ def _fit(got: Any, want: Any) -> tuple[Any, tuple[str, str] | None]:
     if dtype_name(got.dtype) != wanted:
         import numpy as np
 
-        target = _saved.dtype_named(wanted) if "key<" not in wanted else None
+        target = None if is_key_dtype(wanted) else _saved.dtype_named(wanted)
         if target is not None and got.dtype.kind == "V" and got.dtype.itemsize == target.itemsize:
             return got.view(target), None  # raw bytes (numpy.savez of bfloat16): like's dtype
         if target is None or np.dtype(got.dtype) != target:

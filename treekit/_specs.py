@@ -199,17 +199,15 @@ class SpecWildcard:
         return describe_leaf(x) if not self._arrays and is_array(x) else None
 
 
-def _expand_wildcards(spec: Any, tree: Any, is_leaf: IsLeaf | None) -> Any:
-    """``spec`` with each wildcard leaf spread over the subtree ``tree`` has in its place (a
-    wildcard per leaf, so a subtree matches it), where ``tree`` has one there; one guided walk."""
-    wants, spec_def, _ = flatten(spec)
-    if not any(type(w) is SpecWildcard for w in wants):
-        return spec
+def _spread_wildcards(wants: list[Any], spec_def: Any, tree: Any, is_leaf: IsLeaf | None) -> Any:
+    """The spec of leaves ``wants`` with each wildcard spread over the subtree ``tree`` has in
+    its place (a wildcard per leaf, so a subtree matches it), where ``tree`` has one there;
+    one guided walk."""
     errors: list[tuple[int, int, StructureMismatchError]] = []
     try:
         subtrees = spec_def._guide(tree, "tree", False, is_leaf, None, errors)
     except Exception:  # a flatten function raised: the structural check reports it
-        return spec
+        return spec_def._build(wants)
     placed = [True] * len(wants)
     for start, stop, _ in errors:  # under a mismatched node: nothing to spread over
         placed[start:stop] = [False] * (stop - start)
@@ -270,7 +268,6 @@ def _shape_text(shape: tuple[Any, ...]) -> str:
 
 def _spec_problems(tree: Any, spec: Any, is_leaf: IsLeaf | None, spec_label: str) -> tuple[list[str], dict[str, Any]]:
     """Every way ``tree`` fails ``spec``, one line each in leaf order; and the named dims bound."""
-    spec = _expand_wildcards(spec, tree, is_leaf)
     wants, spec_def, _ = flatten(spec)
     spec_paths = LeafPaths(spec, spec_def)
     bad = [_not_array(spec_label, spec_paths[i], w) for i, w in enumerate(wants) if not _is_spec_leaf(w)]
@@ -279,6 +276,8 @@ def _spec_problems(tree: Any, spec: Any, is_leaf: IsLeaf | None, spec_label: str
             f"{spec_label}: expected ShapeDtype leaves (or leaves with shape and dtype, ANY or NON_ARRAY), got "
             f"{_count(len(bad), 'other leaf', 'other leaves')}\n" + "\n".join(bad)
         )
+    if any(type(w) is SpecWildcard for w in wants):
+        spec = _spread_wildcards(wants, spec_def, tree, is_leaf)
     lines: list[str] = []
     bound: dict[str, tuple[Any, int]] = {}  # a named dim's size and the leaf that bound it
     items, paths = align(spec, tree, "tree", None, is_leaf)

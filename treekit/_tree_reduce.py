@@ -17,7 +17,7 @@ from typing import Any
 from treekit._describe import describe_leaf, is_array, leaf_size
 from treekit._fold import tree_reduce, tree_reduce_associative
 from treekit._keys import keystr
-from treekit._ops import tree_leaves, tree_leaves_with_path, tree_map
+from treekit._ops import tree_leaves, tree_map
 from treekit._traverse import LeafPaths, flatten
 from treekit._tree_math import namespace, zip_trees
 
@@ -101,12 +101,12 @@ def _square(x: Any) -> Any:
 
 def _sizes(tree: Any, index: int, name: str) -> int:
     """The sum of the leaves' :func:`~treekit._describe.leaf_size` entry ``index``."""
-    leaves = tree_leaves(tree)
+    leaves, treedef, _ = flatten(tree)
     total = 0
     for k, x in enumerate(leaves):
         value = leaf_size(x)[index]
         if value is None:
-            path = keystr(tree_leaves_with_path(tree)[k][0])
+            path = keystr(LeafPaths(tree, treedef)[k])
             raise ValueError(f"tree{path}: expected a leaf whose {name} is known, got {describe_leaf(x)}")
         total += value
     return total

@@ -13,7 +13,7 @@ from treekit._describe import describe_leaf, is_array
 from treekit._errors import safe_repr
 from treekit._keys import DictKey, GetAttrKey, KeyPath, SequenceKey, keystr
 from treekit._registry import lookup
-from treekit._traverse import IsLeaf, flatten
+from treekit._traverse import IsLeaf, LeafPaths, flatten
 
 __all__ = ["where_paths"]
 
@@ -54,7 +54,7 @@ def where_paths(where: Callable[[Any], Any], pytree: Any, is_leaf: IsLeaf | None
             f"where runs on a copy of pytree whose leaves are stand-ins, to find what it selects by identity: "
             f"it must select parts ({_SELECT}), not compute with their values (compute new values in replace_fn)"
         ) from exc
-    single = not isinstance(picked, (tuple, list)) or any(x is picked for x in _nodes_of(wrapped, picked))
+    single = not isinstance(picked, (tuple, list)) or _path_in(wrapped, picked) is not None
     targets = [picked] if single else list(picked)
     wanted: dict[int, list[int]] = {}
     for k, target in enumerate(targets):
@@ -90,12 +90,6 @@ def where_paths(where: Callable[[Any], Any], pytree: Any, is_leaf: IsLeaf | None
             )
         out.append(where_found[0])
     return out, single
-
-
-def _nodes_of(tree: Any, target: Any) -> list[Any]:
-    """``[target]`` if ``target`` is a node (or leaf) of ``tree``, else ``[]`` (by identity)."""
-    leaves = flatten(tree, lambda x: x is target, label="pytree")[0]
-    return [x for x in leaves if x is target][:1]
 
 
 # -- why a result of where is no node of pytree (only when raising) --------------------------------
@@ -151,10 +145,11 @@ def _first_line(exc: Exception) -> str:
 
 
 def _path_in(tree: Any, target: Any) -> KeyPath | None:
-    """The key path of ``target`` (by identity) among ``tree``'s nodes and leaves, or ``None``."""
-    found, _, paths = flatten(tree, lambda x: x is target, with_path=True, label="pytree")
-    assert paths is not None
-    return next((path for x, path in zip(found, paths, strict=True) if x is target), None)
+    """The key path of ``target`` (by identity) among ``tree``'s nodes and leaves, or ``None``
+    (one walk without key paths; the path made only for ``target``)."""
+    found, treedef, _ = flatten(tree, lambda x: x is target, label="pytree")
+    k = next((k for k, x in enumerate(found) if x is target), None)
+    return None if k is None else LeafPaths(tree, treedef)[k]
 
 
 def _holders(tree: Any, target: Any) -> list[tuple[str, str, bool]]:
