@@ -16,9 +16,9 @@ if importlib.util.find_spec("hypothesis") is None:
 
 
 def _needs_jax(item: pytest.Item) -> bool:
-    """The JAX bridge's (treekit/_jax.py) and treekit.sharding's examples, and any that imports jax."""
+    """The JAX bridge's (treekit/core/_jax.py) and treekit.sharding's examples, and any that imports jax."""
     examples = getattr(getattr(item, "dtest", None), "examples", [])
-    return item.name.startswith(("treekit._jax.", "treekit.sharding")) or any(
+    return item.name.startswith(("treekit.core._jax.", "treekit.sharding")) or any(
         re.match(r"(import|from) jax\b", example.source) for example in examples
     )
 

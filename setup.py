@@ -1,4 +1,4 @@
-"""Builds treekit's optional C core (treekit._native); everything else is in pyproject.toml.
+"""Builds treekit's optional C core (treekit.core._native); everything else is in pyproject.toml.
 
 Where the extension cannot be built (no C compiler, no Python headers, a free-threaded
 Python), the install goes on without it and treekit runs its pure-Python core.
@@ -30,7 +30,7 @@ class BuildExt(build_ext):
 setup(
     ext_modules=[
         Extension(
-            "treekit._native",
+            "treekit.core._native",
             sources=[f"src/native/{name}.c" for name in LAYERS],
             depends=[f"src/native/{name}.h" for name in HEADERS],
             optional=True,

@@ -26,8 +26,8 @@ def main(folder: str) -> None:
     assert package.parent in (site, platsite), f"treekit is imported from {package}, not from {site}"
     assert not package.is_relative_to(Path(folder).resolve()), f"treekit is imported from {package}, inside {folder}"
     assert treekit.backend() == "native", f"treekit.backend() is {treekit.backend()!r}: the wheel lacks the C core"
-    native = Path(sys.modules["treekit._native"].__file__ or "").resolve()
-    assert native.parent == package, f"treekit._native is {native}, not in {package}"
+    native = Path(sys.modules["treekit.core._native"].__file__ or "").resolve()
+    assert native.parent == package / "core", f"treekit.core._native is {native}, not in {package / 'core'}"
     assert (package / "py.typed").is_file(), f"{package} has no py.typed"
     version = importlib.metadata.version("jax-treekit")
     assert version == treekit.__version__, f"installed {version}, treekit.__version__ {treekit.__version__}"

@@ -66,13 +66,16 @@ add_function_parentheses = False  # {py:func}`~treekit.tree_map` reads as the pa
 nitpicky = True
 nitpick_ignore_regex = [
     (r"py:.*", r"(?!treekit\.)[A-Za-z_]\w*\..+"),  # a dotted name outside treekit: os.PathLike, np.ndarray
-    (r"py:class", r"treekit\._\w+\.[A-Z]"),
+    (r"py:class", r"treekit\.(?:\w+\.)?_\w+\.[A-Z]"),  # a type variable: treekit.ops._fold.T
     (r"py:class", r"TypeAliasForwardRef"),
 ]
 
 
 def _public_modules() -> list[str]:
-    return sorted(f"treekit.{m.name}" for m in pkgutil.iter_modules(treekit.__path__) if not m.name.startswith("_"))
+    """treekit's public submodules: those not named ``_*`` that declare ``__all__`` (the folders
+    of capabilities, ``treekit.core`` and the others, declare none: they are its layout)."""
+    names = [f"treekit.{m.name}" for m in pkgutil.iter_modules(treekit.__path__) if not m.name.startswith("_")]
+    return sorted(name for name in names if hasattr(importlib.import_module(name), "__all__"))
 
 
 def _home(name: str, obj: object) -> str:

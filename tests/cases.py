@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import treekit
-from treekit._registry import remove_type
+from treekit.core._registry import remove_type
 
 
 class Pair:

@@ -23,7 +23,7 @@ else:
 @pytest.fixture
 def registered() -> Iterator[Callable[[type, Callable[[type], Any]], Any]]:
     """``registered(cls, register)``: call ``register(cls)`` now and unregister ``cls`` after."""
-    from treekit._registry import remove_type
+    from treekit.core._registry import remove_type
 
     added: list[type] = []
 

@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import treekit
-from treekit._registry import remove_type
+from treekit.core._registry import remove_type
 
 
 class Boom(Exception):

@@ -61,11 +61,11 @@ def load(name: str) -> None:
     from jax.sharding import PartitionSpec as P
 
     import treekit
-    import treekit._shards
+    import treekit.checkpoint._shards
 
     host = host_tree()
     read = [0]
-    slicer = treekit._shards._slicer
+    slicer = treekit.checkpoint._shards._slicer
 
     def counting(source: Any) -> Any:
         take = slicer(source)
@@ -77,7 +77,7 @@ def load(name: str) -> None:
 
         return copy
 
-    treekit._shards._slicer = counting
+    treekit.checkpoint._shards._slicer = counting
     mesh = Mesh(np.array(jax.devices()), ("model",))
     specs = {"embed": P("model"), "kernel": P(None, None, "model"), "ids": P("model"), "norm": P()}
     got = treekit.load(name, shardings={k: NamedSharding(mesh, s) for k, s in specs.items()} | {"scale": None})

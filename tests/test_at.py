@@ -579,7 +579,7 @@ def test_a_raising_flatten_function_is_noted_with_type_and_key_path(
     call: Any, error: type, message: str, where: str
 ) -> None:
     """Issue 21 item 1: the bare user exception escaped with no key path. Now it is noted as
-    flatten and tree_map note it (treekit._errors.flatten_noted): the same class and message,
+    flatten and tree_map note it (treekit.core._errors.flatten_noted): the same class and message,
     a PEP 678 note naming the node type and the key path of the node whose flatten raised."""
     with pytest.raises(error, match=f"^{re.escape(message)}") as info:
         call()

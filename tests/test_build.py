@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import treekit
-from treekit import _build, _treedef
+from treekit.core import _build, _treedef
 
 Point = collections.namedtuple("Point", "x y")
 

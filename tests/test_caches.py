@@ -57,7 +57,7 @@ from typing import Any
 import pytest
 
 import treekit
-from treekit import _build, _registry, _treedef
+from treekit.core import _build, _registry, _treedef
 
 
 def test_a_dropped_class_is_collected_by_the_next_full_collection() -> None:
@@ -190,7 +190,7 @@ def test_big_dicts_mapped_once_and_dropped_leave_memory_flat() -> None:
 
 def test_dtype_names_are_bounded() -> None:
     np = pytest.importorskip("numpy")
-    from treekit import _describe
+    from treekit.core import _describe
 
     for i in range(_describe._NAMES_LIMIT + 100):  # structured dtypes: a new one each time
         assert _describe.dtype_name(np.dtype([(f"f{i}", np.float32)])) == "void32"
@@ -203,7 +203,7 @@ native_only = pytest.mark.skipif(treekit.backend() != "native", reason="the nati
 
 
 def _native() -> Any:
-    return importlib.import_module("treekit._native")
+    return importlib.import_module("treekit.core._native")
 
 
 @native_only

@@ -36,7 +36,7 @@ class Pair:
 @pytest.fixture(autouse=True, scope="module")
 def nodes() -> Iterator[None]:
     # Module-scoped (hypothesis refuses function-scoped fixtures), so not conftest's `registered`.
-    from treekit._registry import remove_type
+    from treekit.core._registry import remove_type
 
     tk.register_dataclass(Layer)
     tk.register_pytree_node(Pair, lambda p: ((p.a, p.b), "pair"), lambda _, c: Pair(*c))

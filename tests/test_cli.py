@@ -29,7 +29,7 @@ def run(*args: str, script: str | None = None, **kwargs: Any) -> subprocess.Comp
 def test_console_script_is_declared_and_is_main() -> None:
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["scripts"] == {"treekit": "treekit.__main__:main"}
+    assert project["scripts"] == {"treekit": "treekit.cli:main"}
 
 
 def test_installed_console_script_runs(tmp_path: Path) -> None:

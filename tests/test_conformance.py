@@ -18,7 +18,7 @@ import pytest
 
 import treekit
 from treekit import tree_flatten, tree_map, tree_structure, tree_unflatten
-from treekit._registry import lookup
+from treekit.core._registry import lookup
 
 Registered = Callable[[type, Callable[[type], Any]], Any]
 

@@ -24,10 +24,10 @@ from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import treekit  # noqa: E402
-from treekit._build import interpret  # noqa: E402
-from treekit._core import NATIVE  # noqa: E402
-from treekit._registry import TYPES, remove_type  # noqa: E402
-from treekit._traverse import pure_flatten  # noqa: E402
+from treekit.core._build import interpret  # noqa: E402
+from treekit.core._core import NATIVE  # noqa: E402
+from treekit.core._registry import TYPES, remove_type  # noqa: E402
+from treekit.core._traverse import pure_flatten  # noqa: E402
 
 jtu = jax.tree_util
 native_only = pytest.mark.skipif(NATIVE is None, reason="the native core is not in use")
@@ -274,7 +274,7 @@ def test_node_data_of_another_length_is_rebuilt_as_the_pure_core_does() -> None:
 @native_only
 def test_the_native_core_reads_the_fields_itself() -> None:
     """Neither the entry's flatten function nor its unflatten function runs: a property's caller
-    and a __post_init__'s caller's caller are not treekit._register's functions."""
+    and a __post_init__'s caller's caller are not treekit.core._register's functions."""
     callers: list[str] = []
 
     class Probe:

@@ -539,7 +539,7 @@ def test_an_endless_tree_stops_at_the_depth_limit_not_at_memory() -> None:
     lines = _run_capped(
         """
         import treekit
-        from treekit._traverse import MAX_DEPTH
+        from treekit.core._traverse import MAX_DEPTH
         class Endless:
             pass
         treekit.register_pytree_node(Endless, lambda e: ((Endless(),), None), lambda _, c: Endless())
@@ -559,7 +559,7 @@ def test_an_endless_tree_stops_at_the_depth_limit_not_at_memory() -> None:
 
 
 def test_the_depth_limit_counts_nodes_from_the_root(monkeypatch: pytest.MonkeyPatch) -> None:
-    from treekit import _traverse
+    from treekit.core import _traverse
 
     monkeypatch.setattr(_traverse, "MAX_DEPTH", 5)
     assert treekit.tree_leaves(_nested(5)) == [0]  # the leaf's key path has 5 entries

@@ -17,8 +17,8 @@ from flax.core import meta  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 from treekit import summary, tree_leaves  # noqa: E402
-from treekit._annotations import annotation  # noqa: E402
 from treekit.sharding import ShardingError, check_specs, match_rules, shard, shardings  # noqa: E402
+from treekit.sharding._annotations import annotation  # noqa: E402
 
 ONE_DEVICE = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("model",))
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import treekit as tk
-from treekit._describe import describe_leaf, dtype_name, short_dtype
+from treekit.core._describe import describe_leaf, dtype_name, short_dtype
 
 P = collections.namedtuple("P", "x y")
 

@@ -41,14 +41,14 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import treekit  # noqa: E402
-import treekit._registry  # noqa: E402
+import treekit.core._registry  # noqa: E402
 import treekit.optim  # noqa: E402
 import treekit.params  # noqa: E402
 import treekit.tree  # noqa: E402
 from treekit import params as P  # noqa: E402
-from treekit._build import interpret  # noqa: E402
-from treekit._core import NATIVE  # noqa: E402
-from treekit._traverse import pure_flatten  # noqa: E402
+from treekit.core._build import interpret  # noqa: E402
+from treekit.core._core import NATIVE  # noqa: E402
+from treekit.core._traverse import pure_flatten  # noqa: E402
 
 tk: Any = treekit
 optim: Any = treekit.optim
@@ -569,7 +569,7 @@ class _Plain:
 def test_wrong_arguments_raise_type_errors_naming_them(call: Callable[[], Any], message: str) -> None:
     with pytest.raises(TypeError, match=re.escape(message)):
         call()
-    assert _Plain not in treekit._registry.REGISTERED
+    assert _Plain not in treekit.core._registry.REGISTERED
 
 
 def test_optimizers_take_python_number_leaves() -> None:

@@ -59,8 +59,8 @@ from hypothesis import strategies as st
 
 import treekit
 from treekit import _keys, _ops, _registry, _traverse, _treedef
-from treekit._build import interpret
-from treekit._treedef import TreeDef
+from treekit.core._build import interpret
+from treekit.core._treedef import TreeDef
 
 # Examples per site: 3x the profile's ("ci": 180, the whole file about 40 s here; "few", for the sanitizer
 # build, 30). No shrinking: an example makes 3 calls under pressure, and a failure's message says which

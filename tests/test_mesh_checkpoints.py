@@ -25,7 +25,7 @@ SCRIPT = """
 import os, sys, tempfile
 import jax, jax.numpy as jnp, numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-import treekit, treekit._safetensors
+import treekit, treekit.checkpoint._safetensors
 from treekit.sharding import ShardingError, shardings
 
 rng = np.random.default_rng(0)
@@ -43,12 +43,13 @@ specs = {'embed': P(None, 'model'), 'kernel': P(None, 'data', 'model'), 'bf16': 
 placed = treekit.sharding.shard(tree, mesh, specs)
 
 written_whole = []  # the names of the arrays written whole (a jax array copied to the host whole)
-write_array = treekit._safetensors._write_array
-treekit._safetensors._write_array = lambda f, name, *rest: (written_whole.append(name), write_array(f, name, *rest))
+safetensors_module = treekit.checkpoint._safetensors
+write_array = safetensors_module._write_array
+safetensors_module._write_array = lambda f, name, *rest: (written_whole.append(name), write_array(f, name, *rest))
 d = tempfile.mkdtemp()
 a, b = os.path.join(d, 'sharded.safetensors'), os.path.join(d, 'host.safetensors')
 treekit.save(a, placed)
-treekit._safetensors._write_array = write_array
+treekit.checkpoint._safetensors._write_array = write_array
 assert sorted(written_whole) == ["['scale']", "['step']"], written_whole  # (replicated); the rest by shard
 treekit.save(b, jax.tree_util.tree_map(np.asarray, placed))
 assert open(a, 'rb').read() == open(b, 'rb').read()  # the same file as the gathered tree's

@@ -1,4 +1,4 @@
-"""The native core (treekit._native) against the pure-Python reference, and its memory safety.
+"""The native core (treekit.core._native) against the pure-Python reference, and its memory safety.
 
 C walks, Python speaks: on random trees the C functions give what the pure core gives
 (the very leaves, equal treedefs, equal key paths, equal built trees), and on every
@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-native = pytest.importorskip("treekit._native", reason="the C extension is not built here")
+native = pytest.importorskip("treekit.core._native", reason="the C extension is not built here")
 pytest.importorskip("hypothesis")
 
 from cases import Point, case_types  # noqa: E402
@@ -37,14 +37,14 @@ from hypothesis import strategies as st  # noqa: E402
 from strategies import LEAVES, trees  # noqa: E402
 
 import treekit  # noqa: E402
-import treekit._build  # noqa: E402
-import treekit._keys  # noqa: E402
-import treekit._ops  # noqa: E402
-import treekit._treedef  # noqa: E402
-from treekit._build import interpret  # noqa: E402
-from treekit._ops import _map_failed  # noqa: E402
-from treekit._registry import remove_type  # noqa: E402
-from treekit._traverse import pure_flatten  # noqa: E402
+import treekit.core._build  # noqa: E402
+import treekit.core._keys  # noqa: E402
+import treekit.core._treedef  # noqa: E402
+import treekit.ops._ops  # noqa: E402
+from treekit.core._build import interpret  # noqa: E402
+from treekit.core._registry import remove_type  # noqa: E402
+from treekit.core._traverse import pure_flatten  # noqa: E402
+from treekit.ops._ops import _map_failed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -219,11 +219,11 @@ def test_a_cycle_is_the_pure_cores_error(depth: int) -> None:
 @contextlib.contextmanager
 def _pure_core() -> Iterator[None]:
     """tree_map, the guided walk and keystr as the pure core runs them: no native step inside."""
-    saved = [(treekit._ops, "flatten", treekit._ops.flatten)]
-    saved += [(m, "NATIVE", m.NATIVE) for m in (treekit._ops, treekit._treedef, treekit._keys)]
+    saved = [(treekit.ops._ops, "flatten", treekit.ops._ops.flatten)]
+    saved += [(m, "NATIVE", m.NATIVE) for m in (treekit.ops._ops, treekit.core._treedef, treekit.core._keys)]
     saved += [(treekit, "keystr", treekit.keystr)]
     for module, name, _ in saved:
-        pure = {"flatten": pure_flatten, "keystr": treekit._keys._pure_keystr}
+        pure = {"flatten": pure_flatten, "keystr": treekit.core._keys._pure_keystr}
         setattr(module, name, pure.get(name))
     try:
         yield
@@ -371,9 +371,9 @@ def test_keystr_of_odd_keys_is_the_pure_cores(keys: Any, simple: Any, separator:
 
 
 def test_keystr_is_a_builtin_function_with_the_pure_ones_signature_docstring_and_errors() -> None:
-    pure, path = treekit._keys._pure_keystr, (treekit.DictKey("a"), treekit.SequenceKey(300))
+    pure, path = treekit.core._keys._pure_keystr, (treekit.DictKey("a"), treekit.SequenceKey(300))
     if treekit.backend() == "native":
-        assert inspect.isbuiltin(treekit.keystr) and treekit.keystr.__module__ == "treekit._keys"
+        assert inspect.isbuiltin(treekit.keystr) and treekit.keystr.__module__ == "treekit.core._keys"
     else:
         assert treekit.keystr is pure
     assert inspect.getdoc(treekit.keystr) == inspect.getdoc(pure)
@@ -783,7 +783,7 @@ def _workload() -> tuple[Callable[[], None], list[Any]]:
 
 def test_reference_counts_do_not_change() -> None:
     run, objects = _workload()
-    for _ in range(treekit._build._COMPILE_AT + 1):  # caches fill: key orders at once, builders once compiled
+    for _ in range(treekit.core._build._COMPILE_AT + 1):  # caches fill: key orders at once, builders once compiled
         run()
     gc.collect()
     before = [sys.getrefcount(x) for x in objects]

@@ -116,83 +116,83 @@ def test_the_fallback_counter_counts(fallback_calls: collections.Counter[str]) -
     cyclic.append(cyclic)
     with pytest.raises(ValueError):
         treekit.tree_leaves(cyclic)
-    assert fallback_calls["treekit._traverse.pure_flatten"] == 1
+    assert fallback_calls["treekit.core._traverse.pure_flatten"] == 1
     assert str(treekit.DictKey("a")) == "['a']" and fallback_calls["DictKey.__str__"] == 1
 
 
 # -- the Python names the C core reads -------------------------------------------------------------
 # Every name, as src/native/state.h lists them: (where it is read, the name).
 MODULES = [
-    "treekit._registry",
-    "treekit._treedef",
-    "treekit._build",
-    "treekit._guide",
-    "treekit._traverse",
-    "treekit._errors",
-    "treekit._keys",
+    "treekit.core._registry",
+    "treekit.core._treedef",
+    "treekit.core._build",
+    "treekit.core._guide",
+    "treekit.core._traverse",
+    "treekit.core._errors",
+    "treekit.core._keys",
 ]
 IMPORTS = [
-    ("treekit._registry", "LIST"),
-    ("treekit._registry", "TUPLE"),
-    ("treekit._registry", "DICT"),
-    ("treekit._registry", "NONE"),
-    ("treekit._registry", "NAMEDTUPLE"),
-    ("treekit._registry", "resolve"),
-    ("treekit._treedef", "TreeDef"),
-    ("treekit._treedef", "LEAF"),
-    ("treekit._build", "unflatten_node"),
-    ("treekit._keys", "SequenceKey"),
-    ("treekit._keys", "DictKey"),
-    ("treekit._keys", "GetAttrKey"),
-    ("treekit._keys", "FlattenedIndexKey"),
+    ("treekit.core._registry", "LIST"),
+    ("treekit.core._registry", "TUPLE"),
+    ("treekit.core._registry", "DICT"),
+    ("treekit.core._registry", "NONE"),
+    ("treekit.core._registry", "NAMEDTUPLE"),
+    ("treekit.core._registry", "resolve"),
+    ("treekit.core._treedef", "TreeDef"),
+    ("treekit.core._treedef", "LEAF"),
+    ("treekit.core._build", "unflatten_node"),
+    ("treekit.core._keys", "SequenceKey"),
+    ("treekit.core._keys", "DictKey"),
+    ("treekit.core._keys", "GetAttrKey"),
+    ("treekit.core._keys", "FlattenedIndexKey"),
 ]
 NAMES = [
-    ("treekit._registry", "TYPES"),
-    ("treekit._registry", "ORDERS"),
-    ("treekit._registry", "_FIELD_KEYS"),
-    ("treekit._registry", "_SEQ_KEYS"),
-    ("treekit._traverse", "MAX_DEPTH"),
-    ("treekit._traverse", "pure_flatten"),
-    ("treekit._traverse", "pure_flatten_pairs"),
-    ("treekit._traverse", "changed_error"),
-    ("treekit._traverse", "_frame_keys"),
-    ("treekit._errors", "flatten_noted"),
-    ("treekit._errors", "not_a_bool"),
-    ("treekit._errors", "unflatten_noted"),
-    ("treekit._build", "leaves_changed"),
-    ("treekit._registry.NodeType", "flatten"),
-    ("treekit._registry.NodeType", "unflatten"),
-    ("treekit._registry.NodeType", "type"),
+    ("treekit.core._registry", "TYPES"),
+    ("treekit.core._registry", "ORDERS"),
+    ("treekit.core._registry", "_FIELD_KEYS"),
+    ("treekit.core._registry", "_SEQ_KEYS"),
+    ("treekit.core._traverse", "MAX_DEPTH"),
+    ("treekit.core._traverse", "pure_flatten"),
+    ("treekit.core._traverse", "pure_flatten_pairs"),
+    ("treekit.core._traverse", "changed_error"),
+    ("treekit.core._traverse", "_frame_keys"),
+    ("treekit.core._errors", "flatten_noted"),
+    ("treekit.core._errors", "not_a_bool"),
+    ("treekit.core._errors", "unflatten_noted"),
+    ("treekit.core._build", "leaves_changed"),
+    ("treekit.core._registry.NodeType", "flatten"),
+    ("treekit.core._registry.NodeType", "unflatten"),
+    ("treekit.core._registry.NodeType", "type"),
     ("flatten function", "plain"),
     ("flatten function", "keyed"),
     ("flatten function", "finish"),
     ("unflatten function", "func"),
     ("dataclass flatten function", "dataclass_fields"),
     ("dataclass unflatten function", "dataclass_init"),
-    ("treekit._registry.SortedKeys", "original"),
-    ("treekit._registry.SortedKeys", "positions"),
-    ("treekit._treedef.TreeDef", "__slots__"),
-    ("treekit._treedef.TreeDef", "_nodes"),
-    ("treekit._treedef.TreeDef", "_hash"),
-    ("treekit._treedef.TreeDef", "_builder"),
-    ("treekit._guide", "guide"),
-    ("treekit._guide.guide", "again"),
-    ("treekit._guide.guide", "raised"),
-    ("treekit._treedef.TreeDef", "_build"),
-    ("treekit._keys.SequenceKey", "idx"),
-    ("treekit._keys.DictKey", "key"),
-    ("treekit._keys.GetAttrKey", "name"),
-    ("treekit._keys.FlattenedIndexKey", "key"),
-    ("treekit._keys.DictKey", "__init__"),
-    ("treekit._keys.keystr", "__doc__"),
-    ("treekit._keys.keystr", "keys"),
-    ("treekit._keys.keystr", "simple"),
-    ("treekit._keys.keystr", "separator"),
-    ("treekit._traverse.pure_flatten", "tree"),
-    ("treekit._traverse.pure_flatten", "is_leaf"),
-    ("treekit._traverse.pure_flatten", "with_path"),
-    ("treekit._traverse.pure_flatten", "leaf_takes_path"),
-    ("treekit._traverse.pure_flatten", "label"),
+    ("treekit.core._registry.SortedKeys", "original"),
+    ("treekit.core._registry.SortedKeys", "positions"),
+    ("treekit.core._treedef.TreeDef", "__slots__"),
+    ("treekit.core._treedef.TreeDef", "_nodes"),
+    ("treekit.core._treedef.TreeDef", "_hash"),
+    ("treekit.core._treedef.TreeDef", "_builder"),
+    ("treekit.core._guide", "guide"),
+    ("treekit.core._guide.guide", "again"),
+    ("treekit.core._guide.guide", "raised"),
+    ("treekit.core._treedef.TreeDef", "_build"),
+    ("treekit.core._keys.SequenceKey", "idx"),
+    ("treekit.core._keys.DictKey", "key"),
+    ("treekit.core._keys.GetAttrKey", "name"),
+    ("treekit.core._keys.FlattenedIndexKey", "key"),
+    ("treekit.core._keys.DictKey", "__init__"),
+    ("treekit.core._keys.keystr", "__doc__"),
+    ("treekit.core._keys.keystr", "keys"),
+    ("treekit.core._keys.keystr", "simple"),
+    ("treekit.core._keys.keystr", "separator"),
+    ("treekit.core._traverse.pure_flatten", "tree"),
+    ("treekit.core._traverse.pure_flatten", "is_leaf"),
+    ("treekit.core._traverse.pure_flatten", "with_path"),
+    ("treekit.core._traverse.pure_flatten", "leaf_takes_path"),
+    ("treekit.core._traverse.pure_flatten", "label"),
     ("types.MemberDescriptorType", "__objclass__"),
     ("dict", "__sizeof__"),
 ]
@@ -232,7 +232,7 @@ def test_no_c_file_reads_a_python_name_outside_state_h_lists() -> None:
 
 def _example(where: str) -> Any:
     """An object `where` names, to look its name up on."""
-    if where == "treekit._registry.SortedKeys":
+    if where == "treekit.core._registry.SortedKeys":
         return treekit.tree_structure({"b": 1, "a": 2})._nodes[-1][1]  # an unsorted dict's node data
     if where == "types.MemberDescriptorType":
         return inspect.getattr_static(treekit.DictKey, "key")
@@ -267,8 +267,8 @@ def test_the_names_read_exist(registered: Any) -> None:
 
     registered(Node, lambda cls: treekit.register_pytree_node(cls, lambda n: ((n.x,), None), lambda d, c: cls(*c)))
     registered(Layer, treekit.register_dataclass)
-    entry = importlib.import_module("treekit._registry").TYPES[Node]
-    layer = importlib.import_module("treekit._registry").TYPES[Layer]
+    entry = importlib.import_module("treekit.core._registry").TYPES[Node]
+    layer = importlib.import_module("treekit.core._registry").TYPES[Layer]
     for where, name in NAMES:
         if where == "flatten function":
             obj: Any = entry.flatten
@@ -284,7 +284,7 @@ def test_the_names_read_exist(registered: Any) -> None:
             params = inspect.signature(obj).parameters
             if name in params:
                 continue
-        if where == "treekit._treedef.TreeDef" and name in getattr(obj, "__slots__", ()):
+        if where == "treekit.core._treedef.TreeDef" and name in getattr(obj, "__slots__", ()):
             continue
         assert hasattr(obj, name), f"{where} has no {name}"
     assert _treedef.TreeDef.__slots__ == ("_builder", "_hash", "_nodes")  # TreeDef made without __init__ (records.c)

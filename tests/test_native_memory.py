@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import treekit
-from treekit._registry import remove_type
+from treekit.core._registry import remove_type
 
 pytestmark = pytest.mark.skipif(treekit.backend() != "native", reason="the native core is not in use")
 

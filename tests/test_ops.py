@@ -1,4 +1,4 @@
-"""The public functions of treekit._ops: map, reduce, all, transpose, broadcast, treedef helpers."""
+"""The public functions of treekit.ops._ops: map, reduce, all, transpose, broadcast, treedef helpers."""
 
 from __future__ import annotations
 

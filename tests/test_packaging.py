@@ -79,7 +79,7 @@ def test_no_text_tells_users_to_install_the_unrelated_treekit() -> None:
 def test_install_hints_name_the_distribution() -> None:
     testing_page = (ROOT / "docs" / "testing.md").read_text()
     assert f"{DISTRIBUTION}[testing]" in _install_requirements(testing_page)
-    main = (PACKAGE / "__main__.py").read_text()
+    main = (PACKAGE / "cli" / "_commands.py").read_text()
     assert f"{DISTRIBUTION}[jax]" in _install_requirements(main)
 
 

@@ -1,4 +1,4 @@
-"""The progress line of long saves and loads (treekit/_progress.py)."""
+"""The progress line of long saves and loads (treekit/checkpoint/_progress.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import treekit
-from treekit import _progress
+from treekit.checkpoint import _progress
 
 
 class Terminal(io.StringIO):

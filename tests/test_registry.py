@@ -16,7 +16,7 @@ import pytest
 
 import treekit
 from treekit import FlattenedIndexKey, GetAttrKey, SequenceKey, _registry, keystr
-from treekit._registry import _SEQ_KEYS, lookup, remove_type
+from treekit.core._registry import _SEQ_KEYS, lookup, remove_type
 
 Registered = Callable[[type, Callable[[type], Any]], Any]
 
@@ -366,7 +366,7 @@ def test_registering_twice_raises_naming_the_type(
         (dict, "builtins.dict"),
         (type(None), "builtins.NoneType"),
         (collections.OrderedDict, "collections.OrderedDict"),
-        (treekit.Partial, "treekit._partial.Partial"),
+        (treekit.Partial, "treekit.ops._partial.Partial"),
     ],
 )
 def test_builtin_types_cannot_be_registered_again(cls: type, name: str) -> None:

@@ -1,4 +1,4 @@
-"""treekit._safetensors: the safetensors layout with numpy alone; round trips, interop, hostile files."""
+"""treekit.checkpoint._safetensors: the safetensors layout with numpy alone; round trips, interop, hostile files."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from treekit import _safetensors as sf
+from treekit.checkpoint import _safetensors as sf
 
 NATIVE = ["F64", "F32", "F16", "I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL", "C64"]
 ML = ["BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ"]
@@ -490,5 +490,5 @@ def test_code_in_a_header_never_runs(tmp_path: Path) -> None:
 
 
 def test_import_is_numpy_free() -> None:
-    code = "import sys, treekit._safetensors; assert 'numpy' not in sys.modules, 'numpy imported'"
+    code = "import sys, treekit.checkpoint._safetensors; assert 'numpy' not in sys.modules, 'numpy imported'"
     subprocess.run([sys.executable, "-c", code], check=True)

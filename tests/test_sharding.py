@@ -337,7 +337,7 @@ def test_sharded_training_on_eight_devices_equals_one_device() -> None:
         """
         import jax, numpy as np
         from jax.sharding import Mesh, PartitionSpec as P
-        from treekit import _demo_mesh
+        from treekit.cli import _demo_mesh
         from treekit.params import adam, init_mlp_params, tree_cast
         from treekit.sharding import shard
 

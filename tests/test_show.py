@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from treekit.__main__ import main
-from treekit._show import load_tree
+from treekit.cli._show import load_tree
 
 PICKLE_WHY = "unpickling runs code chosen by whoever wrote the file; pass --allow-pickle only for files you trust"
 
@@ -131,7 +131,7 @@ def test_npz_that_inflates_past_the_limit_is_refused_before_reading(
 
 
 def test_default_limit_is_a_gibibyte(tmp_path: Path) -> None:
-    from treekit._show import DEFAULT_MAX_BYTES
+    from treekit.cli._show import DEFAULT_MAX_BYTES
 
     assert DEFAULT_MAX_BYTES == 1 << 30
 
@@ -469,12 +469,12 @@ def test_a_json_file_larger_than_it_says_is_read_only_up_to_the_limit(
 def test_a_reader_raising_anything_else_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import treekit._show
+    import treekit.cli._show
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise LookupError("something unforeseen")
 
-    monkeypatch.setattr(treekit._show, "load_tree", broken)
+    monkeypatch.setattr(treekit.cli._show, "load_tree", broken)
     path = tmp_path / "t.json"
     path.write_text("{}")
     message = "could not read it: LookupError: something unforeseen"

@@ -32,7 +32,7 @@ from treekit import (  # noqa: E402
     tree_structure,
     tree_transpose,
 )
-from treekit._registry import NodeType, add_type  # noqa: E402
+from treekit.core._registry import NodeType, add_type  # noqa: E402
 from treekit.testing import (  # noqa: E402
     BUILTIN_NODE_TYPES,
     LAWS,

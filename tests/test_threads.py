@@ -20,8 +20,8 @@ import pytest
 from cases import Layer, Pair, Point, Tag, case_types
 
 import treekit
-from treekit import _registry
-from treekit._registry import remove_type
+from treekit.core import _registry
+from treekit.core._registry import remove_type
 
 THREADS = 16
 ROUNDS = 40  # per thread, over every tree

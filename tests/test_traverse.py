@@ -1,4 +1,4 @@
-"""The building walker (treekit._traverse.flatten) on every case, is_leaf, key paths and dict order."""
+"""The building walker (treekit.core._traverse.flatten) on every case, is_leaf, key paths and dict order."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from strategies import trees
 
 import treekit
-from treekit._traverse import LeafPaths, flatten
+from treekit.core._traverse import LeafPaths, flatten
 
 pytestmark = pytest.mark.usefixtures("case_types")
 
@@ -254,7 +254,7 @@ def flaky() -> Any:
         _flaky("flatten", lambda n: (n.children, None)),
     )
     yield Flaky
-    from treekit._registry import remove_type
+    from treekit.core._registry import remove_type
 
     remove_type(Flaky)
 

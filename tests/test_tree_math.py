@@ -200,7 +200,7 @@ def test_under_jit_and_grad() -> None:
 def test_namespace_follows_the_leaves() -> None:
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
-    from treekit._tree_math import namespace
+    from treekit.ops._tree_math import namespace
 
     assert namespace(np.ones(1), 1.0) is np
     assert namespace(np.ones(1), jnp.ones(1)) is jnp

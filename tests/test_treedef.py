@@ -13,7 +13,7 @@ from cases import CASES, NT, Case, Layer, Pair, Point, Tag
 
 import treekit
 from treekit import StructureMismatchError, TreeDef, keystr, tree_structure
-from treekit._registry import remove_type
+from treekit.core._registry import remove_type
 
 pytestmark = pytest.mark.usefixtures("case_types")
 
@@ -547,7 +547,7 @@ def test_builders_from_parts_are_checked() -> None:
 
 
 def test_treekits_own_treedefs_skip_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    from treekit import _treedef
+    from treekit.core import _treedef
 
     treedef, pair, one = tree_structure([(1, 2), {"a": 3}]), tree_structure((1, 2)), tree_structure([0])
 
@@ -563,7 +563,7 @@ def test_treekits_own_treedefs_skip_the_check(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_the_building_walker_skips_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    from treekit import _treedef
+    from treekit.core import _treedef
 
     def refuse(records: Any) -> Any:
         raise AssertionError("checked")
@@ -709,12 +709,12 @@ if st is not None:
 
     from strategies import trees
 
-    from treekit._registry import DEFAULTDICT, DICT, LIST, NAMEDTUPLE, NONE, ORDEREDDICT, TUPLE, NodeType
+    from treekit.core._registry import DEFAULTDICT, DICT, LIST, NAMEDTUPLE, NONE, ORDEREDDICT, TUPLE, NodeType
 
     _BUILT_IN = (LIST, TUPLE, DICT, NONE, NAMEDTUPLE, ORDEREDDICT, DEFAULTDICT)
     _NTYPES = st.sampled_from(
         [None, *_BUILT_IN, NodeType(Gone, lambda n, p: ((), None, None), lambda d, c: Gone()), "list", 0]
-    ) | st.sampled_from([Pair, Point, Layer, Tag]).map(treekit._registry.lookup)
+    ) | st.sampled_from([Pair, Point, Layer, Tag]).map(treekit.core._registry.lookup)
     _DATA = st.sampled_from(
         [
             None,

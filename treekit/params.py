@@ -18,64 +18,64 @@ functions use the array module the leaves come from.
 >>> bool(mse_loss(params, x, x**2) < first / 10)
 True
 
-The tree math (:func:`~treekit.tree_add`, ...) lives in ``treekit._tree_math``, ``treekit._tree_reduce``
-and ``treekit._tree_random``, the path functions in
-``treekit._at`` and the optimizers in :mod:`treekit.optim`; they are all re-exported here.
+The tree math (:func:`~treekit.tree_add`, ...) lives in ``treekit.ops._tree_math``, ``treekit.ops._tree_reduce``
+and ``treekit.ops._tree_random``, the path functions in
+``treekit.ops._at`` and the optimizers in :mod:`treekit.optim`; they are all re-exported here.
 """
 
 from __future__ import annotations
 
-from treekit._at import Path as Path
-from treekit._at import tree_at as tree_at
-from treekit._at import tree_get as tree_get
-from treekit._at import tree_set as tree_set
-from treekit._flat_dicts import flatten_dict as flatten_dict
-from treekit._flat_dicts import unflatten_dict as unflatten_dict
-from treekit._mlp import init_mlp_params as init_mlp_params
-from treekit._mlp import mlp_forward as mlp_forward
-from treekit._mlp import mse_loss as mse_loss
-from treekit._mlp import mse_loss_and_grad as mse_loss_and_grad
-from treekit._partition import combine as combine
-from treekit._partition import is_array as is_array
-from treekit._partition import is_inexact_array as is_inexact_array
-from treekit._partition import partition as partition
-from treekit._stack import tree_stack as tree_stack
-from treekit._stack import tree_unstack as tree_unstack
-from treekit._transforms import GradientTransformation as GradientTransformation
-from treekit._transforms import chain as chain
-from treekit._transforms import clip_by_global_norm as clip_by_global_norm
-from treekit._tree_math import tree_add as tree_add
-from treekit._tree_math import tree_add_scale as tree_add_scale
-from treekit._tree_math import tree_axpy as tree_axpy
-from treekit._tree_math import tree_batch_shape as tree_batch_shape
-from treekit._tree_math import tree_cast as tree_cast
-from treekit._tree_math import tree_cast_like as tree_cast_like
-from treekit._tree_math import tree_clip as tree_clip
-from treekit._tree_math import tree_conj as tree_conj
-from treekit._tree_math import tree_div as tree_div
-from treekit._tree_math import tree_full_like as tree_full_like
-from treekit._tree_math import tree_mul as tree_mul
-from treekit._tree_math import tree_ones_like as tree_ones_like
-from treekit._tree_math import tree_real as tree_real
-from treekit._tree_math import tree_scale as tree_scale
-from treekit._tree_math import tree_sub as tree_sub
-from treekit._tree_math import tree_where as tree_where
-from treekit._tree_math import tree_zeros_like as tree_zeros_like
-from treekit._tree_random import tree_random_like as tree_random_like
-from treekit._tree_random import tree_split_key_like as tree_split_key_like
-from treekit._tree_random import tree_unwrap_random_key_data as tree_unwrap_random_key_data
-from treekit._tree_reduce import tree_allclose as tree_allclose
-from treekit._tree_reduce import tree_bytes as tree_bytes
-from treekit._tree_reduce import tree_dtype as tree_dtype
-from treekit._tree_reduce import tree_max as tree_max
-from treekit._tree_reduce import tree_min as tree_min
-from treekit._tree_reduce import tree_norm as tree_norm
-from treekit._tree_reduce import tree_size as tree_size
-from treekit._tree_reduce import tree_sum as tree_sum
-from treekit._tree_reduce import tree_vdot as tree_vdot
+from treekit.ops import Path as Path
+from treekit.ops import combine as combine
+from treekit.ops import flatten_dict as flatten_dict
+from treekit.ops import is_array as is_array
+from treekit.ops import is_inexact_array as is_inexact_array
+from treekit.ops import partition as partition
+from treekit.ops import tree_add as tree_add
+from treekit.ops import tree_add_scale as tree_add_scale
+from treekit.ops import tree_allclose as tree_allclose
+from treekit.ops import tree_at as tree_at
+from treekit.ops import tree_axpy as tree_axpy
+from treekit.ops import tree_batch_shape as tree_batch_shape
+from treekit.ops import tree_bytes as tree_bytes
+from treekit.ops import tree_cast as tree_cast
+from treekit.ops import tree_cast_like as tree_cast_like
+from treekit.ops import tree_clip as tree_clip
+from treekit.ops import tree_conj as tree_conj
+from treekit.ops import tree_div as tree_div
+from treekit.ops import tree_dtype as tree_dtype
+from treekit.ops import tree_full_like as tree_full_like
+from treekit.ops import tree_get as tree_get
+from treekit.ops import tree_max as tree_max
+from treekit.ops import tree_min as tree_min
+from treekit.ops import tree_mul as tree_mul
+from treekit.ops import tree_norm as tree_norm
+from treekit.ops import tree_ones_like as tree_ones_like
+from treekit.ops import tree_random_like as tree_random_like
+from treekit.ops import tree_real as tree_real
+from treekit.ops import tree_scale as tree_scale
+from treekit.ops import tree_set as tree_set
+from treekit.ops import tree_size as tree_size
+from treekit.ops import tree_split_key_like as tree_split_key_like
+from treekit.ops import tree_stack as tree_stack
+from treekit.ops import tree_sub as tree_sub
+from treekit.ops import tree_sum as tree_sum
+from treekit.ops import tree_unstack as tree_unstack
+from treekit.ops import tree_unwrap_random_key_data as tree_unwrap_random_key_data
+from treekit.ops import tree_vdot as tree_vdot
+from treekit.ops import tree_where as tree_where
+from treekit.ops import tree_zeros_like as tree_zeros_like
+from treekit.ops import unflatten_dict as unflatten_dict
+from treekit.optim import GradientTransformation as GradientTransformation
 from treekit.optim import adam as adam
 from treekit.optim import adamw as adamw
 from treekit.optim import apply_updates as apply_updates
+from treekit.optim import chain as chain
+from treekit.optim import clip_by_global_norm as clip_by_global_norm
+from treekit.optim import init_mlp_params as init_mlp_params
+from treekit.optim import mlp_forward as mlp_forward
+from treekit.optim import mse_loss as mse_loss
+from treekit.optim import mse_loss_and_grad as mse_loss_and_grad
 from treekit.optim import sgd as sgd
 from treekit.optim import tree_bias_correction as tree_bias_correction
 from treekit.optim import tree_map_params as tree_map_params

@@ -1,6 +1,6 @@
 """Hypothesis strategies for pytrees, and a checker for node registrations (the ``testing`` extra).
 
-The strategies live in ``treekit._strategies``, the checker in ``treekit._laws``; this module
+The strategies live in ``treekit.checks._strategies``, the checker in ``treekit.checks._laws``; this module
 re-exports both. ``import treekit`` does not import it; ``import treekit.testing`` imports
 hypothesis (numpy only when an array strategy is built, jax only for jax arrays).
 
@@ -13,22 +13,22 @@ hypothesis (numpy only when an array strategy is built, jax only for jax arrays)
 
 from __future__ import annotations
 
-from treekit._array_strategies import array_strategy as array_strategy
-from treekit._array_strategies import array_trees as array_trees
-from treekit._array_strategies import arrays_like as arrays_like
-from treekit._array_strategies import param_trees as param_trees
-from treekit._array_strategies import same_structure_trees as same_structure_trees
-from treekit._laws import LAWS as LAWS
-from treekit._laws import BrokenLaw as BrokenLaw
-from treekit._laws import NodeTypeLawError as NodeTypeLawError
-from treekit._laws import NodeTypeReport as NodeTypeReport
-from treekit._laws import check_node_type as check_node_type
-from treekit._strategies import BUILTIN_NODE_TYPES as BUILTIN_NODE_TYPES
-from treekit._strategies import NodeMaker as NodeMaker
-from treekit._strategies import Pair as Pair
-from treekit._strategies import key_paths as key_paths
-from treekit._strategies import trees as trees
-from treekit._strategies import trees_like as trees_like
+from treekit.checks import BUILTIN_NODE_TYPES as BUILTIN_NODE_TYPES
+from treekit.checks import LAWS as LAWS
+from treekit.checks import BrokenLaw as BrokenLaw
+from treekit.checks import NodeMaker as NodeMaker
+from treekit.checks import NodeTypeLawError as NodeTypeLawError
+from treekit.checks import NodeTypeReport as NodeTypeReport
+from treekit.checks import Pair as Pair
+from treekit.checks import array_strategy as array_strategy
+from treekit.checks import array_trees as array_trees
+from treekit.checks import arrays_like as arrays_like
+from treekit.checks import check_node_type as check_node_type
+from treekit.checks import key_paths as key_paths
+from treekit.checks import param_trees as param_trees
+from treekit.checks import same_structure_trees as same_structure_trees
+from treekit.checks import trees as trees
+from treekit.checks import trees_like as trees_like
 
 __all__ = [
     "BUILTIN_NODE_TYPES",

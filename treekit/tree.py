@@ -5,21 +5,21 @@
 {'a': 2}
 """
 
-from treekit._fold import all_leaves as all_leaves
-from treekit._fold import tree_all as all
-from treekit._fold import tree_reduce as reduce
-from treekit._fold import tree_reduce_associative as reduce_associative
-from treekit._ops import tree_flatten as flatten
-from treekit._ops import tree_flatten_with_path as flatten_with_path
-from treekit._ops import tree_leaves as leaves
-from treekit._ops import tree_leaves_with_path as leaves_with_path
-from treekit._ops import tree_map as map
-from treekit._ops import tree_map_with_path as map_with_path
-from treekit._ops import tree_structure as structure
-from treekit._ops import tree_unflatten as unflatten
-from treekit._rearrange import tree_broadcast as broadcast
-from treekit._rearrange import tree_transpose as transpose
-from treekit._register import static as static
+from treekit.core import static as static
+from treekit.ops import all_leaves as all_leaves
+from treekit.ops import tree_all as all
+from treekit.ops import tree_broadcast as broadcast
+from treekit.ops import tree_flatten as flatten
+from treekit.ops import tree_flatten_with_path as flatten_with_path
+from treekit.ops import tree_leaves as leaves
+from treekit.ops import tree_leaves_with_path as leaves_with_path
+from treekit.ops import tree_map as map
+from treekit.ops import tree_map_with_path as map_with_path
+from treekit.ops import tree_reduce as reduce
+from treekit.ops import tree_reduce_associative as reduce_associative
+from treekit.ops import tree_structure as structure
+from treekit.ops import tree_transpose as transpose
+from treekit.ops import tree_unflatten as unflatten
 
 __all__ = [
     "all",

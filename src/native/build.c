@@ -1,9 +1,9 @@
-/* build.c mirrors treekit._build.interpret (what TreeDef._build runs): the tree of a
+/* build.c mirrors treekit.core._build.interpret (what TreeDef._build runs): the tree of a
  * structure from its post-order records and its leaves. Lists, tuples, dicts, None and
  * namedtuples are made here. A node registered with register_pytree_node (or _with_keys)
  * gets its user's unflatten function called here, as the entry's unflatten function calls
  * it (`unflatten_func(node_data, children as a tuple)`); should that raise, its exception is
- * noted as treekit._build.unflatten_node notes it (errors.h), so a user's exception comes out
+ * noted as treekit.core._build.unflatten_node notes it (errors.h), so a user's exception comes out
  * exactly as in the pure core. Every other node goes through unflatten_node, the Python function
  * that calls the entry's unflatten function and words its errors. */
 #include "build.h"
@@ -279,7 +279,7 @@ static PyObject *make_dataclass(PyObject *init, PyObject *ntype, PyObject *data,
 
 /* A custom node from its n children: a dataclass entry's class called (make_dataclass), the
  * user's function called directly (its exception noted as the pure core notes it), or
- * treekit._build.unflatten_node, which calls the entry's unflatten function and words its
+ * treekit.core._build.unflatten_node, which calls the entry's unflatten function and words its
  * errors. Return value: New reference; NULL with an exception. */
 static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, PyObject **kids, Py_ssize_t n) {
     PyObject *func = user_unflatten(u, ntype), *made = NULL;

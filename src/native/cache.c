@@ -1,5 +1,5 @@
 /* cache.c: the native core's process-wide caches (see cache.h). The pure-Python core keeps
- * its own in Python (treekit._registry.ORDERS, _SEQ_KEYS, _FIELD_KEYS; treekit._treedef's
+ * its own in Python (treekit.core._registry.ORDERS, _SEQ_KEYS, _FIELD_KEYS; treekit.core._treedef's
  * builders): these mirror none of its functions, only speed the walkers that mirror them. */
 #include "cache.h"
 

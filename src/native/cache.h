@@ -4,7 +4,7 @@
  * last dicts: node.h; its shared records: records.h) is not here.
  *
  * What they hold: the keys of big dicts met (and tuples, `SortedKeys`, DictKey entries and dicts
- * of None made of them; keys as treekit._registry.ORDERS holds them, bounded by keys in all),
+ * of None made of them; keys as treekit.core._registry.ORDERS holds them, bounded by keys in all),
  * ints, key entries of ints, the registry's own list/tuple/None entries, texts; never a
  * leaf, nor node data of a user's node: a tree dropped is freed but for its big dicts' keys
  * (tests/test_caches.py). A lookup returns a slot or a new
@@ -65,7 +65,7 @@ TK_API tk_made *tk_shared_record(uintptr_t h);
  * Return value: New reference; NULL with an exception. */
 TK_API PyObject *tk_count(Py_ssize_t v);
 
-/* -- equal copies of the shared SequenceKey(i) of treekit._registry._SEQ_KEYS (walk.c): the
+/* -- equal copies of the shared SequenceKey(i) of treekit.core._registry._SEQ_KEYS (walk.c): the
  * entry to keep at `position` of a key path for `key`, the shared SequenceKey(index).
  * Return value: New reference (`key` itself where no copy serves, or none can be made). */
 TK_API PyObject *tk_spread_key(PyObject *key, Py_ssize_t position, Py_ssize_t index);

@@ -1,4 +1,4 @@
-/* dict.c: dicts, for both walkers. It mirrors treekit._registry._flatten_dict (children in
+/* dict.c: dicts, for both walkers. It mirrors treekit.core._registry._flatten_dict (children in
  * sorted-key order; node data the sorted key tuple, or the shared `SortedKeys` of ORDERS that
  * remembers the insertion order) and _dict_entries (the DictKey entries of node data). */
 #include "node.h"

@@ -1,5 +1,5 @@
 /* entries.c mirrors the __init__ that @dataclass(frozen=True, slots=True) writes for the
- * four built-in key entry classes of treekit._keys (SequenceKey, DictKey, GetAttrKey,
+ * four built-in key entry classes of treekit.core._keys (SequenceKey, DictKey, GetAttrKey,
  * FlattenedIndexKey). That __init__ (object.__setattr__ on a Python frame) is most of the
  * cost of an entry (docs/performance.md, "Key entries"), and a user's flatten_with_keys
  * function makes one per child. tk_entry_init gives each class an __init__ (a method descriptor) that sets its
@@ -68,7 +68,7 @@ static PyMethodDef INIT_DEFS[TK_KEY_CLASSES] = {
      "__init__($self, /, key)\n--\n\nInitialize self with its field's value."},
 };
 
-/* (Called while treekit._keys is imported: the module state cannot be read yet, only the
+/* (Called while treekit.core._keys is imported: the module state cannot be read yet, only the
  * names interned.) */
 PyObject *tk_entry_init(int k, PyObject *cls) {
     if (tk_names() < 0) return NULL;

@@ -1,7 +1,7 @@
 /* errors.c: the calls to the Python functions that word the native core's errors (see
- * errors.h): treekit._errors.flatten_noted, not_a_bool and unflatten_noted,
- * treekit._traverse._frame_keys and changed_error, treekit._build.leaves_changed,
- * treekit._guide.guide, treekit._ops._map_failed (given by its caller). */
+ * errors.h): treekit.core._errors.flatten_noted, not_a_bool and unflatten_noted,
+ * treekit.core._traverse._frame_keys and changed_error, treekit.core._build.leaves_changed,
+ * treekit.core._guide.guide, treekit.ops._ops._map_failed (given by its caller). */
 #include "errors.h"
 
 /* Raise `exc`, an exception instance made by a Python function (NULL: its error is set). */
@@ -37,7 +37,7 @@ tk_status tk_raise_noted(PyObject *label, PyObject *path, PyObject *cls) {
     if (exc == NULL) { /* (an exception is always set here) */
         Py_XDECREF(type);
         Py_XDECREF(tb);
-        PyErr_SetString(PyExc_SystemError, "treekit._native: no exception to note");
+        PyErr_SetString(PyExc_SystemError, "treekit.core._native: no exception to note");
         return TK_ERROR;
     }
     PyObject *noted = PyObject_CallMethodObjArgs(tk_state.errors, tk_state.s_flatten_noted, label, path, cls, exc, NULL);
@@ -96,7 +96,8 @@ tk_status tk_guide_raised(PyObject *nodes, PyObject *tree, Py_ssize_t k, PyObjec
         PyObject *r = PyObject_Vectorcall(guide, args, 3, kwnames);
         if (r != NULL) { /* it should have raised */
             Py_DECREF(r);
-            PyErr_SetString(PyExc_SystemError, "treekit._guide.guide returned for a flatten function that raised");
+            PyErr_SetString(PyExc_SystemError,
+                            "treekit.core._guide.guide returned for a flatten function that raised");
         }
     }
     Py_XDECREF(kwnames);
@@ -147,6 +148,6 @@ void tk_map_failed(PyObject *failed, Py_ssize_t row, PyObject *paths, PyObject *
     Py_XDECREF(tb);
     if (r != NULL) { /* it should have raised */
         Py_DECREF(r);
-        PyErr_SetString(PyExc_SystemError, "treekit._ops._map_failed returned");
+        PyErr_SetString(PyExc_SystemError, "treekit.ops._ops._map_failed returned");
     }
 }

@@ -1,4 +1,4 @@
-/* guide.c mirrors treekit._guide.guide (the one guided walker) without keys: the
+/* guide.c mirrors treekit.core._guide.guide (the one guided walker) without keys: the
  * subtrees of a tree at a structure's leaves, the structure given as its post-order
  * records. As the Python walker, it takes the records in reverse (root first, last child
  * first) with an explicit stack of subtrees, so any depth works. A mismatch, or anything
@@ -64,7 +64,7 @@ static PyObject *entry_of(Guide *g, PyObject *sub, PyObject **owned, tk_status *
     return tk_memo_lookup(&g->ctx, sub, owned); /* (an error here is the registry's, or a hash's: as it is) */
 }
 
-/* Do node data `data` and the record's agree (as treekit._treedef.same_node_data)? 1, 0, or
+/* Do node data `data` and the record's agree (as treekit.core._treedef.same_node_data)? 1, 0, or
  * -1: neither True nor False (an array's ==, a numpy bool_, an __eq__ that raises: the Python
  * walker decides); an exception may be set. n: the children's count, `kids` read again after
  * the node data's __eq__ (Python code, which may change a list `kids`). */

@@ -1,4 +1,4 @@
-/* keystr.c mirrors treekit._keys.keystr: a key path's text, the str of each entry joined.
+/* keystr.c mirrors treekit.core._keys.keystr: a key path's text, the str of each entry joined.
  * The texts of the four built-in entries are made here (for plain ASCII values, written
  * straight into the result); any other entry's through its str(). It also makes
  * treekit.keystr itself a built-in function (tk_keystr_function): its usual calls run here
@@ -13,7 +13,7 @@ static int entry_class(PyObject *entry) {
          : cls == tk_state.GetAttrKey  ? TK_GETATTR_KEY  : cls == tk_state.FlattenedIndexKey ? TK_FLAT_KEY : -1;
 }
 
-/* One entry's text, as its __str__ (simple=0) or treekit._keys.simple_text (simple=1) gives it.
+/* One entry's text, as its __str__ (simple=0) or treekit.core._keys.simple_text (simple=1) gives it.
  * Return value: New reference. The four built-in entries are read here; any other through str(). */
 static PyObject *entry_text(PyObject *entry, int simple) {
     int k = entry_class(entry);
@@ -225,7 +225,7 @@ static int named(PyObject *kw, PyObject *name) {
     return same;
 }
 
-/* treekit._keys.keystr as written in Python: what treekit.keystr calls for any call that is
+/* treekit.core._keys.keystr as written in Python: what treekit.keystr calls for any call that is
  * not keystr(keys, *, simple=<a bool>, separator=<a str>), with the very arguments (it
  * checks them and raises). Owned; set by tk_keystr_function. */
 static PyObject *pure_keystr;

@@ -1,4 +1,4 @@
-/* keystr.h: treekit._keys.keystr in C (keystr.c). */
+/* keystr.h: treekit.core._keys.keystr in C (keystr.c). */
 #ifndef TREEKIT_KEYSTR_H
 #define TREEKIT_KEYSTR_H
 

@@ -1,8 +1,8 @@
-/* map.c mirrors treekit._ops.tree_map and tree_map_with_path, fused: the first tree is
+/* map.c mirrors treekit.ops._ops.tree_map and tree_map_with_path, fused: the first tree is
  * walked once (walk.c), each other tree is matched against its records (guide.c), f is
  * called once per leaf, left to right, and the result is built from the records (build.c)
  * without a TreeDef in between. Everything that can hand the call back to Python happens
- * before f is first called; if f raises, `failed` (treekit._ops._map_failed) is called with
+ * before f is first called; if f raises, `failed` (treekit.ops._ops._map_failed) is called with
  * the exception and the row, and raises what the pure core raises. */
 #include "map.h"
 
@@ -27,7 +27,8 @@ static tk_status map_inputs(Map *m) {
         how = tk_guide(m->nodes, PyTuple_GET_ITEM(m->rest, k), 0, NULL, &m->columns[k]);
         if (how == TK_OK) PyObject_GC_UnTrack(m->columns[k]);
     }
-    if (how == TK_RAISED) { /* rest[k - 1]'s flatten function raised: treekit._guide.guide words it, not calling it again */
+    /* TK_RAISED: rest[k - 1]'s flatten function raised: treekit.core._guide.guide words it, not calling it again */
+    if (how == TK_RAISED) {
         PyObject *raised = m->columns[k - 1];
         m->columns[k - 1] = NULL;
         how = tk_guide_raised(m->nodes, PyTuple_GET_ITEM(m->rest, k - 1), k - 1, raised);

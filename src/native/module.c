@@ -1,17 +1,17 @@
-/* module.c: the treekit._native module, argument parsing and the method table only. Its
+/* module.c: the treekit.core._native module, argument parsing and the method table only. Its
  * functions take the place of the pure-Python core's hot paths when treekit runs the native
- * core (see treekit/_core.py); each says which Python function it mirrors:
+ * core (see treekit/core/_core.py); each says which Python function it mirrors:
  *   flatten(tree, is_leaf=None, with_path=False, leaf_takes_path=False, label='tree')
- *       treekit._traverse.flatten; hands a tree it does not finish to pure_flatten
- *   leaves(tree, is_leaf=None)          treekit._traverse.leaves (no records made)
- *   flatten_pairs(tree, is_leaf, leaf_takes_path)   treekit._traverse.flatten_pairs
- *   build(nodes, leaves)                treekit._build.interpret; DEFER: let Python build it
+ *       treekit.core._traverse.flatten; hands a tree it does not finish to pure_flatten
+ *   leaves(tree, is_leaf=None)          treekit.core._traverse.leaves (no records made)
+ *   flatten_pairs(tree, is_leaf, leaf_takes_path)   treekit.core._traverse.flatten_pairs
+ *   build(nodes, leaves)                treekit.core._build.interpret; DEFER: let Python build it
  *   guide(nodes, tree, strict=False, is_leaf=None)
- *       treekit._guide.guide without keys; DEFER: let Python walk it; a tuple
+ *       treekit.core._guide.guide without keys; DEFER: let Python walk it; a tuple
  *       (record index, exception): the flatten function there raised it
  *   map(f, tree, rest, is_leaf, failed, *, with_path=False, leaf_takes_path=False)
- *       treekit._ops.tree_map / tree_map_with_path; DEFER: let Python map it
- *   keystr(keys, simple, separator)     treekit._keys.keystr; DEFER: let Python join it
+ *       treekit.ops._ops.tree_map / tree_map_with_path; DEFER: let Python map it
+ *   keystr(keys, simple, separator)     treekit.core._keys.keystr; DEFER: let Python join it
  *   keystr_function(pure, module)       treekit.keystr, a built-in function (keystr.h)
  *   entry_init(k, cls)                  the k-th key entry class's __init__ (entries.h)
  *   cache_info(), clear_caches()        the process-wide caches (cache.h), for tests
@@ -29,7 +29,7 @@ static PyObject *defer(void) {
     return deferred;
 }
 
-/* A call handed to treekit._traverse.<name> (pure_flatten, pure_flatten_pairs), read now.
+/* A call handed to treekit.core._traverse.<name> (pure_flatten, pure_flatten_pairs), read now.
  * Return value: New reference. */
 static PyObject *pure(PyObject *name, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     PyObject *fn = PyObject_GetAttr(tk_state.traverse, name);
@@ -106,7 +106,7 @@ static PyObject *leaves(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     out = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3 ? PyTuple_GET_ITEM(r, 0) : NULL;
     Py_XINCREF(out);
     Py_DECREF(r);
-    if (out == NULL) PyErr_SetString(PyExc_SystemError, "treekit._traverse.pure_flatten returned no leaves");
+    if (out == NULL) PyErr_SetString(PyExc_SystemError, "treekit.core._traverse.pure_flatten returned no leaves");
     return out;
 }
 
@@ -150,7 +150,8 @@ static PyObject *guide(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     if (strict < 0) return NULL;
     PyObject *is_leaf = nargs > 3 && args[3] != Py_None ? args[3] : NULL, *out;
     tk_status how = tk_guide(args[0], args[1], strict, is_leaf, &out);
-    return how == TK_DEFER ? defer() : out; /* TK_RAISED: (record index, exception), for treekit._guide.guide to word */
+    /* TK_RAISED: (record index, exception), for treekit.core._guide.guide to word */
+    return how == TK_DEFER ? defer() : out;
 }
 
 /* map(f, tree, rest, is_leaf, failed, *, with_path=False, leaf_takes_path=False) -> the tree,
@@ -224,19 +225,19 @@ static PyObject *clear_caches(PyObject *self, PyObject *unused) {
 
 static PyMethodDef METHODS[] = {
     {"flatten", (PyCFunction)(void (*)(void))flatten, METH_FASTCALL | METH_KEYWORDS,
-     "treekit._traverse.flatten, in C (hands what it does not finish to the pure core)."},
+     "treekit.core._traverse.flatten, in C (hands what it does not finish to the pure core)."},
     {"leaves", (PyCFunction)(void (*)(void))leaves, METH_FASTCALL,
-     "treekit._traverse.leaves, in C (hands what it does not finish to the pure core)."},
+     "treekit.core._traverse.leaves, in C (hands what it does not finish to the pure core)."},
     {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
-     "treekit._build.interpret, in C; returns DEFER to let Python build it."},
+     "treekit.core._build.interpret, in C; returns DEFER to let Python build it."},
     {"guide", (PyCFunction)(void (*)(void))guide, METH_FASTCALL,
-     "treekit._guide.guide without keys, in C; returns DEFER to let Python walk it."},
+     "treekit.core._guide.guide without keys, in C; returns DEFER to let Python walk it."},
     {"map", (PyCFunction)(void (*)(void))map, METH_FASTCALL | METH_KEYWORDS,
-     "treekit._ops.tree_map and tree_map_with_path, in C; returns DEFER to let Python map it."},
+     "treekit.ops._ops.tree_map and tree_map_with_path, in C; returns DEFER to let Python map it."},
     {"flatten_pairs", (PyCFunction)(void (*)(void))flatten_pairs, METH_FASTCALL,
-     "treekit._traverse.flatten_pairs, in C (hands what it does not finish to the pure core)."},
+     "treekit.core._traverse.flatten_pairs, in C (hands what it does not finish to the pure core)."},
     {"keystr", (PyCFunction)(void (*)(void))keystr, METH_FASTCALL,
-     "treekit._keys.keystr, in C; returns DEFER to let Python join it."},
+     "treekit.core._keys.keystr, in C; returns DEFER to let Python join it."},
     {"entry_init", (PyCFunction)(void (*)(void))entry_init, METH_FASTCALL,
      "entry_init(k, cls): the k-th key entry class's __init__, setting its field (None: keep its own)."},
     {"keystr_function", (PyCFunction)(void (*)(void))keystr_function, METH_FASTCALL,
@@ -247,7 +248,7 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "treekit._native",
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "treekit.core._native",
                                     "treekit's native core: C walks, Python speaks.", -1, METHODS};
 
 PyMODINIT_FUNC PyInit__native(void) {

@@ -1,7 +1,7 @@
 /* node.c: one node at a time, for both walkers (walk.c, guide.c). It mirrors
- * treekit._registry.lookup (a type's NodeType), the built-in entries' flatten functions
+ * treekit.core._registry.lookup (a type's NodeType), the built-in entries' flatten functions
  * (_flatten_list, _flatten_none, _flatten_namedtuple: read here; _flatten_dict: dict.c) and
- * treekit._register.dataclass_entry's (its fields read here); every other entry's flatten
+ * treekit.core._register.dataclass_entry's (its fields read here); every other entry's flatten
  * function is called, as the pure core does. */
 #include "node.h"
 
@@ -24,7 +24,7 @@ int tk_ctx_open(Ctx *c, int with_path) {
     c->recent = &c->last[0];
     c->types = global(tk_state.registry, tk_state.s_TYPES, &PyDict_Type);
     if (c->types == NULL) {
-        PyErr_SetString(PyExc_TypeError, "treekit._registry.TYPES is not a dict");
+        PyErr_SetString(PyExc_TypeError, "treekit.core._registry.TYPES is not a dict");
         return -1;
     }
     /* the ones below are optional: without them the entries' flatten functions are called */
@@ -85,7 +85,7 @@ static int remembered(PyObject *ntype) {
            ntype == tk_state.NONE || ntype == tk_state.NAMEDTUPLE;
 }
 
-/* TYPES[type(x)], or treekit._registry.resolve(type(x)) (Python code: *resolved set to 1).
+/* TYPES[type(x)], or treekit.core._registry.resolve(type(x)) (Python code: *resolved set to 1).
  * Return value: New reference (also in *owned); NULL with an exception. */
 static PyObject *lookup(PyObject *types, PyObject *x, PyObject **owned, int *resolved) {
     PyObject *cls = (PyObject *)Py_TYPE(x);
@@ -182,7 +182,7 @@ static tk_status flatten_builtin(Ctx *c, PyObject *node, PyObject *ntype, int wi
         return TK_ERROR;
     }
     if (ntype == tk_state.NAMEDTUPLE && c->field_keys != NULL && tk_plain_seq(node) && PyTuple_Check(node)) {
-        /* treekit._registry._flatten_namedtuple, once its class's entries are known (the
+        /* treekit.core._registry._flatten_namedtuple, once its class's entries are known (the
          * look-up hashes the class, which a metaclass may do in Python: the list is held) */
         PyObject *fields = PyDict_GetItemWithError(c->field_keys, (PyObject *)Py_TYPE(node)); /* borrowed */
         if (fields == NULL) PyErr_Clear();
@@ -248,7 +248,7 @@ static void read_own_functions(Ctx *c, PyObject *fn) {
     Py_CLEAR(c->plain_entry); /* (it named the last function's entry) */
 }
 
-/* (key entry, child) pairs, unzipped as treekit._registry._unzip_keyed does, into two tuples
+/* (key entry, child) pairs, unzipped as treekit.core._registry._unzip_keyed does, into two tuples
  * made first (nothing else holds them, and they cost less than lists); then `pairs` (a list
  * user code may hold, which a collection while they were made may have changed) is read by
  * its size as it is then, with nothing run meanwhile. 1 (new references in *kids, *keys), 0

@@ -1,5 +1,5 @@
 /* node.h: one node at a time, for the walkers (walk.c, guide.c): a type's NodeType
- * (treekit._registry.lookup), and a node's children, node data and keys as its entry's
+ * (treekit.core._registry.lookup), and a node's children, node data and keys as its entry's
  * flatten function gives them (node.c), dicts read here (dict.c). A walk's context holds
  * the registry's dicts and what the walk remembers between nodes. */
 #ifndef TREEKIT_NODE_H
@@ -50,7 +50,7 @@ TK_API void tk_ctx_close(Ctx *c);
 /* Forget what the context remembers about types: Python code ran. */
 TK_API void tk_forget(Ctx *c);
 
-/* TYPES[type(x)] through the context's memo, resolved like treekit._registry.lookup: a
+/* TYPES[type(x)] through the context's memo, resolved like treekit.core._registry.lookup: a
  * NodeType, Py_None for a leaf type; NULL with an exception on failure.
  * Return value: Borrowed reference; where *owned is set (not NULL), it is the one reference to
  * the NodeType the caller may rely on, a new reference to release. */
@@ -84,11 +84,11 @@ TK_API int tk_plain_seq(PyObject *o);
 TK_API tk_status tk_flatten_node(Ctx *c, PyObject *node, PyObject *ntype, int with_path, PyObject **kids,
                                  PyObject **data, PyObject **keys);
 
-/* dict.c: a dict's children and node data as treekit._registry._flatten_dict gives them:
+/* dict.c: a dict's children and node data as treekit.core._registry._flatten_dict gives them:
  * TK_OK (new references in *kids, *data), TK_DEFER (let the dict entry's flatten function
  * do it), TK_ERROR. *ran_python: a key's comparison (Python code) was called. */
 TK_API tk_status tk_flatten_dict(Ctx *c, PyObject *d, PyObject **kids, PyObject **data, int *ran_python);
-/* [DictKey(k) for k in keys] as treekit._registry._dict_entries makes them, for node data
+/* [DictKey(k) for k in keys] as treekit.core._registry._dict_entries makes them, for node data
  * `keys` (a tuple or a `SortedKeys`). Return value: New reference, a tuple; NULL with an exception. */
 TK_API PyObject *tk_dict_entries(Ctx *c, PyObject *keys);
 /* Drop what the context remembers of dicts. */

@@ -1,4 +1,4 @@
-/* pairs.c mirrors treekit._traverse.flatten_pairs: a tree's (key path, leaf) pairs and its
+/* pairs.c mirrors treekit.core._traverse.flatten_pairs: a tree's (key path, leaf) pairs and its
  * TreeDef, from one walk with paths (walk.c). Its leaves and paths lists never leave this
  * file, so the collector is not told of them, and the pairs are collected in C before their
  * list is made: a gen-0 collection while the pairs are made (one each 700) finds no
@@ -31,7 +31,7 @@ tk_status tk_pairs(PyObject *tree, PyObject *is_leaf, int takes_path, PyObject *
     n = PyList_GET_SIZE(leaves);
     if (PyList_GET_SIZE(paths) != n || (made = PyMem_Malloc(sizeof(PyObject *) * (size_t)(n ? n : 1))) == NULL) {
         if (made == NULL && PyList_GET_SIZE(paths) == n) PyErr_NoMemory();
-        else PyErr_SetString(PyExc_SystemError, "treekit._native: as many paths as leaves expected");
+        else PyErr_SetString(PyExc_SystemError, "treekit.core._native: as many paths as leaves expected");
         goto done;
     }
     if (make_pairs(paths, leaves, n, made, &done) < 0) goto done;

@@ -1,4 +1,4 @@
-/* records.c mirrors the node records treekit._traverse.flatten adds (`add_node`, in
+/* records.c mirrors the node records treekit.core._traverse.flatten adds (`add_node`, in
  * post-order) and TreeDef.__init__, which keeps them. */
 #include "records.h"
 

@@ -1,5 +1,5 @@
 /* records.h: the post-order node records a walk makes, (node type, node data, arity,
- * num_leaves, num_nodes) as treekit._treedef's TreeDef holds them, and the TreeDef made of
+ * num_leaves, num_nodes) as treekit.core._treedef's TreeDef holds them, and the TreeDef made of
  * them (records.c). */
 #ifndef TREEKIT_RECORDS_H
 #define TREEKIT_RECORDS_H

@@ -1,5 +1,5 @@
 /* state.c: the module state (tk_state). It mirrors the imports of the Python modules the
- * core stands in for (treekit._registry, _treedef, _traverse, _errors, _keys): every Python
+ * core stands in for (treekit.core._registry, _treedef, _traverse, _errors, _keys): every Python
  * object and name the core reads is read here, at first use, from the lists in state.h. */
 #include "state.h"
 
@@ -98,7 +98,7 @@ int tk_ready(void) {
         PyObject *cls = k == 0 ? tk_state.SequenceKey : k == 1 ? tk_state.DictKey : k == 2 ? tk_state.GetAttrKey
                                                                                    : tk_state.FlattenedIndexKey;
         if (!PyType_Check(cls)) {
-            PyErr_Format(PyExc_TypeError, "treekit._keys: a key entry class expected, got %R", cls);
+            PyErr_Format(PyExc_TypeError, "treekit.core._keys: a key entry class expected, got %R", cls);
             return -1;
         }
     }

@@ -12,7 +12,7 @@
  *   map, pairs, keystr, entries what the module's functions run (map.c, pairs.c, keystr.c, entries.c)
  *   module (module.c)           argument parsing and the method table only
  *
- * C walks, Python speaks: the core reads the registry that treekit._registry keeps (its
+ * C walks, Python speaks: the core reads the registry that treekit.core._registry keeps (its
  * TYPES dict and NodeType entries) and fills the same post-order records as the pure-Python
  * core. It never words an error. A walk that meets anything unusual (a structure mismatch,
  * a suspected cycle, a flatten function returning something other than a list or a tuple)
@@ -91,14 +91,14 @@ TK_API tk_status tk_defer_error(void);
 /* -- every Python name the core reads -----------------------------------------------------------
  * tests/test_native_core.py reads these three lists and checks each name exists where it says.
  * TK_MODULES: X(field, module) imported at first use and kept. */
-#define TK_MODULES(X)                 \
-    X(registry, "treekit._registry")  \
-    X(treedef_mod, "treekit._treedef") \
-    X(build_mod, "treekit._build")      \
-    X(guide_mod, "treekit._guide")      \
-    X(traverse, "treekit._traverse")  \
-    X(errors, "treekit._errors")      \
-    X(keys, "treekit._keys")
+#define TK_MODULES(X)                       \
+    X(registry, "treekit.core._registry")   \
+    X(treedef_mod, "treekit.core._treedef") \
+    X(build_mod, "treekit.core._build")     \
+    X(guide_mod, "treekit.core._guide")     \
+    X(traverse, "treekit.core._traverse")   \
+    X(errors, "treekit.core._errors")       \
+    X(keys, "treekit.core._keys")
 
 /* TK_IMPORTS: X(field, module field, name): module attributes read at first use and kept (a
  * rebinding there is not seen; the names below, in TK_NAMES, are read at every use). */
@@ -120,54 +120,54 @@ TK_API tk_status tk_defer_error(void);
 /* TK_NAMES: X(field, "where it is read", name): names interned at first use, read at every
  * use (tk_state.s_<field>). "where" is a module, a class, or `Class.method` (a parameter
  * name of it), as the test finds them. */
-#define TK_NAMES(X)                                                   \
-    X(TYPES, "treekit._registry", "TYPES")                            \
-    X(ORDERS, "treekit._registry", "ORDERS")                          \
-    X(FIELD_KEYS, "treekit._registry", "_FIELD_KEYS")                 \
-    X(SEQ_KEYS, "treekit._registry", "_SEQ_KEYS")                     \
-    X(MAX_DEPTH, "treekit._traverse", "MAX_DEPTH")                    \
-    X(pure_flatten, "treekit._traverse", "pure_flatten")              \
-    X(pure_flatten_pairs, "treekit._traverse", "pure_flatten_pairs")  \
-    X(changed_error, "treekit._traverse", "changed_error")            \
-    X(frame_keys, "treekit._traverse", "_frame_keys")                 \
-    X(flatten_noted, "treekit._errors", "flatten_noted")              \
-    X(not_a_bool, "treekit._errors", "not_a_bool")                    \
-    X(unflatten_noted, "treekit._errors", "unflatten_noted")          \
-    X(leaves_changed, "treekit._build", "leaves_changed")             \
-    X(flatten, "treekit._registry.NodeType", "flatten")               \
-    X(unflatten, "treekit._registry.NodeType", "unflatten")           \
-    X(type, "treekit._registry.NodeType", "type")                     \
-    X(plain, "flatten function", "plain")                             \
-    X(keyed, "flatten function", "keyed")                             \
-    X(finish, "flatten function", "finish")                           \
-    X(func, "unflatten function", "func")                             \
-    X(dataclass_fields, "dataclass flatten function", "dataclass_fields") \
-    X(dataclass_init, "dataclass unflatten function", "dataclass_init") \
-    X(original, "treekit._registry.SortedKeys", "original")                \
-    X(positions, "treekit._registry.SortedKeys", "positions")              \
-    X(slots, "treekit._treedef.TreeDef", "__slots__")                 \
-    X(nodes, "treekit._treedef.TreeDef", "_nodes")                    \
-    X(hash, "treekit._treedef.TreeDef", "_hash")                      \
-    X(builder, "treekit._treedef.TreeDef", "_builder")                \
-    X(guide, "treekit._guide", "guide")                               \
-    X(again, "treekit._guide.guide", "again")                         \
-    X(raised, "treekit._guide.guide", "raised")                       \
-    X(build, "treekit._treedef.TreeDef", "_build")                    \
-    X(idx, "treekit._keys.SequenceKey", "idx")                        \
-    X(key, "treekit._keys.DictKey", "key")                            \
-    X(name, "treekit._keys.GetAttrKey", "name")                       \
-    X(flat_key, "treekit._keys.FlattenedIndexKey", "key")             \
-    X(init, "treekit._keys.DictKey", "__init__")                      \
-    X(doc, "treekit._keys.keystr", "__doc__")                         \
-    X(keys, "treekit._keys.keystr", "keys")                           \
-    X(simple, "treekit._keys.keystr", "simple")                       \
-    X(separator, "treekit._keys.keystr", "separator")                 \
-    X(tree, "treekit._traverse.pure_flatten", "tree")                 \
-    X(is_leaf, "treekit._traverse.pure_flatten", "is_leaf")           \
-    X(with_path, "treekit._traverse.pure_flatten", "with_path")       \
-    X(leaf_takes_path, "treekit._traverse.pure_flatten", "leaf_takes_path") \
-    X(label, "treekit._traverse.pure_flatten", "label")               \
-    X(objclass, "types.MemberDescriptorType", "__objclass__")         \
+#define TK_NAMES(X)                                                              \
+    X(TYPES, "treekit.core._registry", "TYPES")                                  \
+    X(ORDERS, "treekit.core._registry", "ORDERS")                                \
+    X(FIELD_KEYS, "treekit.core._registry", "_FIELD_KEYS")                       \
+    X(SEQ_KEYS, "treekit.core._registry", "_SEQ_KEYS")                           \
+    X(MAX_DEPTH, "treekit.core._traverse", "MAX_DEPTH")                          \
+    X(pure_flatten, "treekit.core._traverse", "pure_flatten")                    \
+    X(pure_flatten_pairs, "treekit.core._traverse", "pure_flatten_pairs")        \
+    X(changed_error, "treekit.core._traverse", "changed_error")                  \
+    X(frame_keys, "treekit.core._traverse", "_frame_keys")                       \
+    X(flatten_noted, "treekit.core._errors", "flatten_noted")                    \
+    X(not_a_bool, "treekit.core._errors", "not_a_bool")                          \
+    X(unflatten_noted, "treekit.core._errors", "unflatten_noted")                \
+    X(leaves_changed, "treekit.core._build", "leaves_changed")                   \
+    X(flatten, "treekit.core._registry.NodeType", "flatten")                     \
+    X(unflatten, "treekit.core._registry.NodeType", "unflatten")                 \
+    X(type, "treekit.core._registry.NodeType", "type")                           \
+    X(plain, "flatten function", "plain")                                        \
+    X(keyed, "flatten function", "keyed")                                        \
+    X(finish, "flatten function", "finish")                                      \
+    X(func, "unflatten function", "func")                                        \
+    X(dataclass_fields, "dataclass flatten function", "dataclass_fields")        \
+    X(dataclass_init, "dataclass unflatten function", "dataclass_init")          \
+    X(original, "treekit.core._registry.SortedKeys", "original")                 \
+    X(positions, "treekit.core._registry.SortedKeys", "positions")               \
+    X(slots, "treekit.core._treedef.TreeDef", "__slots__")                       \
+    X(nodes, "treekit.core._treedef.TreeDef", "_nodes")                          \
+    X(hash, "treekit.core._treedef.TreeDef", "_hash")                            \
+    X(builder, "treekit.core._treedef.TreeDef", "_builder")                      \
+    X(guide, "treekit.core._guide", "guide")                                     \
+    X(again, "treekit.core._guide.guide", "again")                               \
+    X(raised, "treekit.core._guide.guide", "raised")                             \
+    X(build, "treekit.core._treedef.TreeDef", "_build")                          \
+    X(idx, "treekit.core._keys.SequenceKey", "idx")                              \
+    X(key, "treekit.core._keys.DictKey", "key")                                  \
+    X(name, "treekit.core._keys.GetAttrKey", "name")                             \
+    X(flat_key, "treekit.core._keys.FlattenedIndexKey", "key")                   \
+    X(init, "treekit.core._keys.DictKey", "__init__")                            \
+    X(doc, "treekit.core._keys.keystr", "__doc__")                               \
+    X(keys, "treekit.core._keys.keystr", "keys")                                 \
+    X(simple, "treekit.core._keys.keystr", "simple")                             \
+    X(separator, "treekit.core._keys.keystr", "separator")                       \
+    X(tree, "treekit.core._traverse.pure_flatten", "tree")                       \
+    X(is_leaf, "treekit.core._traverse.pure_flatten", "is_leaf")                 \
+    X(with_path, "treekit.core._traverse.pure_flatten", "with_path")             \
+    X(leaf_takes_path, "treekit.core._traverse.pure_flatten", "leaf_takes_path") \
+    X(label, "treekit.core._traverse.pure_flatten", "label")                     \
+    X(objclass, "types.MemberDescriptorType", "__objclass__")                    \
     X(sizeof, "dict", "__sizeof__")
 
 /* The four built-in key entry classes, by their place in TK_IMPORTS. */
@@ -200,7 +200,7 @@ TK_API extern tk_module_state tk_state;
 
 /* Read the state (once): 0, or -1 with an exception. */
 TK_API int tk_ready(void);
-/* Intern TK_NAMES only (what treekit._keys's classes need while that module is imported,
+/* Intern TK_NAMES only (what treekit.core._keys's classes need while that module is imported,
  * before the state can be read): 0, or -1 with an exception. */
 TK_API int tk_names(void);
 

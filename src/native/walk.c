@@ -1,4 +1,4 @@
-/* walk.c mirrors treekit._traverse.flatten (the one building walker): a tree to its leaves,
+/* walk.c mirrors treekit.core._traverse.flatten (the one building walker): a tree to its leaves,
  * its post-order node records and, with paths, each leaf's key path. Iterative: the
  * ancestors of the current node live in a growable array of frames, never on the C stack.
  * Lists, tuples, dicts, namedtuples and None are read by node.c; every other node type
@@ -42,7 +42,7 @@ typedef struct {
     Py_ssize_t cap, depth;
     /* As the pure walker: look for a cycle when the work (children of stacked nodes plus
      * nodes done) has doubled since the last scan, and hand a tree deeper than
-     * treekit._traverse.MAX_DEPTH to Python, which raises (see _traverse._look). */
+     * treekit.core._traverse.MAX_DEPTH to Python, which raises (see _traverse._look). */
     Py_ssize_t made; /* records made (counted only, without `nodes`) */
     Py_ssize_t work, scan_at, look_at, max_depth;
     Frame first[FIRST_FRAMES]; /* (fields set as frames are pushed) */
@@ -417,7 +417,7 @@ static int pop_frame(Walk *w) {
 }
 
 /* -- the walk ------------------------------------------------------------------------------------ */
-/* treekit._traverse.MAX_DEPTH (-1 if it is not a size; a very large number where it is missing). */
+/* treekit.core._traverse.MAX_DEPTH (-1 if it is not a size; a very large number where it is missing). */
 static Py_ssize_t max_depth(void) {
     PyObject *limit = PyDict_GetItemWithError(PyModule_GetDict(tk_state.traverse), tk_state.s_MAX_DEPTH); /* borrowed */
     if (limit == NULL || !PyLong_CheckExact(limit)) {

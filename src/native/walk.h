@@ -1,4 +1,4 @@
-/* walk.h: the building walker (walk.c), treekit._traverse.flatten in C. */
+/* walk.h: the building walker (walk.c), treekit.core._traverse.flatten in C. */
 #ifndef TREEKIT_WALK_H
 #define TREEKIT_WALK_H
 

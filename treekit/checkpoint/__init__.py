@@ -1,0 +1,12 @@
+"""Checkpoints: save, load, load_leaf and metadata over .npz and .safetensors files.
+
+Lives here: _io.py (the public functions), _saved.py (the structure record), _restore.py (into
+like=), _safetensors.py, _shards.py (arrays saved shard by shard), _atomic.py, _progress.py.
+May import: core, ops, sharding, checks. Start at _io.py.
+"""
+
+from treekit.checkpoint._io import load as load
+from treekit.checkpoint._io import load_leaf as load_leaf
+from treekit.checkpoint._io import metadata as metadata
+from treekit.checkpoint._io import save as save
+from treekit.checkpoint._npz import PickleRefused as PickleRefused

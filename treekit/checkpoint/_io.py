@@ -1,0 +1,447 @@
+"""save and load: a tree in one file, its structure recorded as JSON inside, never pickled.
+
+Any name but ``.npz`` gets the safetensors layout (``treekit/checkpoint/_safetensors.py``): each array
+leaf a tensor named by its key path, the structure record (``treekit/checkpoint/_saved.py``) in the
+header's ``__metadata__`` under ``__treekit__``. A ``.npz`` name gets treekit 0.1's layout:
+an ordinary ``.npz`` (a zip of ``.npy`` arrays) whose member ``__treekit__`` holds the UTF-8
+bytes of the record. Both load, with the tree's own structure or into a template
+(``like=``); safetensors and ``.npz`` files of other tools load by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import json
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+from treekit.checkpoint import _saved
+from treekit.checkpoint._atomic import atomic_file
+from treekit.checkpoint._npz import PICKLE_FILE, ZIP_HEADS, PickleRefused, file_head, may_be_pickle, read_npz
+from treekit.checkpoint._restore import restore
+from treekit.checkpoint._shards import place, placed_on_mesh
+from treekit.core import dtype_name, flatten, keystr
+
+__all__ = ["PickleRefused", "load", "load_leaf", "metadata", "read_npz", "save"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_RECORD = "__treekit__"
+
+
+def _uncollected(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``fn`` run with the cyclic garbage collector paused (as it was before, after): a record
+    and a header make objects by the ten thousand, none in a cycle, and the collections their
+    making sets off walk them again and again (a fifth of a 20,000-leaf load)."""
+
+    @functools.wraps(fn)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return run
+
+
+@_uncollected
+def save(path: str | os.PathLike[str], tree: Any) -> None:
+    """Write ``tree`` to the file ``path``, atomically; :func:`load` reads it back.
+
+    A name ending in ``.npz`` gets treekit 0.1's layout (a ``.npz`` of ``.npy`` members); any
+    other name the safetensors layout, which ``safetensors.safe_open`` and other tools read:
+    each array leaf a tensor named by its key path (``['params']['w']``), the structure in
+    the header's metadata. Arrays are written one at a time (a jax array is copied to the
+    host when its turn comes).
+
+    Keeps lists, tuples, ``None``, dicts with keys of any JSON-able type (in insertion order),
+    ``OrderedDict``, ``defaultdict``, namedtuples, registered dataclasses and other
+    registered nodes whose node data are numbers, strings, tuples, lists, dicts or
+    module-level classes and functions. Any other node (registered with JAX only, as
+    equinox Modules, nnx ``State``, flax's ``FrozenDict``; or with other node data) and any
+    leaf the record cannot hold (a function defined in a function) is saved without what
+    only its class knows: :func:`load` rebuilds it into a template (``like=``). Array leaves
+    (numpy, jax: saved as numpy; typed PRNG keys as their key data and implementation;
+    dtypes the layout has no code for, such as int4, as raw bytes with their dtype) are
+    stored as tensors or ``.npy`` members; numbers, strings and bytes in the structure
+    record. Nothing is pickled. The file is written to a temporary file in the same folder and renamed over
+    ``path`` only once complete: a crash or error leaves the old file (or none), never half
+    of a new one.
+
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     name = os.path.join(d, 'params.npz')
+    ...     save(name, {'layers': [(1, 2.5), None], 3: 'relu'})
+    ...     load(name)
+    {'layers': [(1, 2.5), None], 3: 'relu'}
+
+    A sharded ``jax.Array`` is written shard by shard into its place (replicas once), never
+    gathered. When the tree holds arrays sharded across processes (``jax.distributed``), every
+    process must call ``save`` with the same tree and path: each writes its own shards into
+    one temporary file beside ``path``, which process 0 renames over ``path`` once all have
+    written (barriers by ``multihost_utils.sync_global_devices``), so the checkpoint is
+    complete or absent.
+
+    Args:
+        path: The file to write (used as given: no suffix is added).
+        tree: Any pytree whose nodes and leaves are of the kinds above.
+
+    Raises:
+        TypeError: If an array leaf cannot be saved without pickle (an object array, one
+            numpy cannot read); the message names its key path. Nothing is written then.
+        OSError: If the file cannot be written.
+    """
+    import numpy as np
+
+    from treekit.checkpoint import _safetensors
+
+    target = os.fspath(path)
+    npz = target.endswith(".npz")  # treekit 0.1's layout
+
+    def stored(dtype: Any) -> bool:
+        return dtype.num < 256 and dtype.kind != "V" if npz else _safetensors.code_of(dtype) is not None
+
+    record, arrays = _saved.record_of(tree, stored)
+    if not npz:
+        _safetensors.write(target, arrays.items(), {_RECORD: record})
+        return
+    arrays = {name: np.asarray(array) for name, array in arrays.items()}
+    arrays[_RECORD] = np.frombuffer(record.encode("utf-8"), np.uint8)
+    with atomic_file(target) as f:
+        np.savez(f, **arrays)
+
+
+def _read(path: str | os.PathLike[str], mmap: bool) -> tuple[Any, dict[str, Any], str]:
+    """(the structure record, or None for a file treekit did not write; the arrays by name; what
+    separates a foreign file's names: '/' in a .npz (flatten_dict's), '.' in a .safetensors (HF's))."""
+    if file_head(path) in ZIP_HEADS or os.fspath(path).endswith(".npz"):
+        arrays = read_npz(path)
+        raw = arrays.pop(_RECORD, None)
+        return (None if raw is None else _parse(path, bytes(raw))), arrays, "/"
+    from treekit.checkpoint import _safetensors
+
+    try:
+        tensors, metadata = _safetensors.read(path, mmap=mmap)
+    except ValueError:
+        if may_be_pickle(file_head(path)):
+            raise PickleRefused(PICKLE_FILE) from None
+        raise
+    raw = metadata.get(_RECORD)
+    record = None if raw is None else _parse(path, raw.encode("utf-8"), tensors, lambda a: dtype_name(a.dtype))
+    return record, tensors, "."
+
+
+def _parse(
+    path: str | os.PathLike[str], raw: bytes, tensors: dict[str, Any] | None = None, dtype: Any = None
+) -> Any:
+    """The structure record; with the header's ``tensors`` by name (``dtype(tensor)``: its dtype's
+    name), checked to agree with them: each named once, each dtype the record claims the header's."""
+    where = os.fspath(path)
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{where}: damaged or unreadable treekit structure record ({exc})") from None
+    entries = record.get("nodes") if isinstance(record, dict) else None
+    if tensors is None or not isinstance(entries, list):
+        return record  # (_saved.rebuild says what else is wrong with it)
+    leaves = _saved.arrays_of(entries)
+    names = [e if type(e) is str else e["array"] for e in leaves]
+    try:
+        agree = len(names) == len(tensors) and set(names) == tensors.keys()
+    except TypeError:  # (an unhashable name)
+        agree = False
+    if not agree:
+        used: set[str] = set()
+        for name in names:
+            if not isinstance(name, str) or name not in tensors or name in used:
+                how = "twice" if name in used else "but the header has no such tensor"
+                raise ValueError(f"{where}: the structure record names tensor {name!r:.80} {how}")
+            used.add(name)
+        extra = [name for name in tensors if name not in used]
+        raise ValueError(f"{where}: tensors {extra[:3]} ({len(extra)} in all) are not in the structure record")
+    for entry in leaves:
+        if type(entry) is str or "dtype" not in entry:
+            continue
+        claim = "uint8" if "shape" in entry else entry["dtype"]  # (raw bytes: the record has the dtype)
+        if dtype(tensors[entry["array"]]) != claim:
+            raise ValueError(
+                f"{where}: tensor {entry['array']!r:.80}: the structure record says dtype {claim!r:.40}, "
+                f"the header {dtype(tensors[entry['array']])}"
+            )
+    return record
+
+
+@_uncollected
+def load(
+    path: str | os.PathLike[str],
+    like: Any = None,
+    *,
+    mmap: bool = False,
+    rename: Sequence[tuple[str, str]] = (),
+    shardings: Any = None,
+) -> Any:
+    r"""The tree :func:`save` wrote to ``path``; with ``like``, restored into that template.
+
+    Array leaves come back as numpy arrays (numpy scalars as numpy scalars). A ``.npz`` that
+    :func:`save` did not write (``numpy.savez``'s) loads as nested dicts, its keys split on
+    ``/`` (as ``params.unflatten_dict``). Nothing is unpickled and nothing is imported: the
+    modules defining the file's namedtuple and dataclass classes must be imported first (and
+    registered classes registered). The only code a file can make run is a namedtuple class's
+    constructor and a registered class's unflatten function: a record naming any other
+    callable there (``os:system``) is refused.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     name = os.path.join(d, 'params.npz')
+    ...     save(name, {'w': np.zeros((2, 3), np.float32), 'b': np.zeros(3, np.float32)})
+    ...     load(name, like={'w': np.zeros((3, 3), np.float32), 'b': np.zeros(3)})
+    Traceback (most recent call last):
+    ...
+    treekit.StructureMismatchError: file['b']: expected dtype float64, got dtype float32
+    file['w']: expected shape (3, 3), got shape (2, 3)
+
+    Args:
+        path: A file written by :func:`save`, any ``.npz`` or ``.safetensors`` file, or a
+            Hugging Face ``model.safetensors.index.json`` (its shards are read from its folder).
+        like: A template: the result has its structure (node types, static fields, node
+            data) and the file's leaves, found by key path; array leaves (or anything with
+            ``shape`` and ``dtype``) must match the file's in shape and dtype. Needed for
+            nodes only their class builds (registered with JAX only, as equinox Modules and
+            nnx ``State``; or node data that is not plain data) and leaves the record could
+            not hold. ``None``: the file's own structure. A file treekit did not write is
+            matched by name: ``like``'s key paths joined by ``.`` (``model.layers.0.weight``)
+            for safetensors files, by ``/`` for ``.npz`` files.
+        mmap: Map the arrays of a safetensors file read-only instead of reading them: memory
+            grows only by what is touched.
+        rename: ``(regex, replacement)`` rules applied in turn (``re.sub``) to the names of a
+            file treekit did not write, before matching: ``[('^model[.]', ''), ('[.]weight$',
+            '.kernel')]``.
+        shardings: Where the arrays go: one ``jax.sharding.Sharding`` for all, or a tree of
+            them (``None`` leaves stay numpy arrays) with the loaded tree's structure or a
+            prefix of it, as :func:`treekit.sharding.shardings` gives. Each array is built
+            with ``jax.make_array_from_callback`` from a memory map of the file, each device
+            copying only its slice, so a file saved on one mesh loads onto any other. Without
+            it, where ``like`` holds ``ShapeDtypeStruct`` with a sharding or jax arrays
+            sharded over several devices, each leaf of ``like`` gives its sharding.
+
+    Returns:
+        The tree.
+
+    Raises:
+        StructureMismatchError: If the file differs from ``like``; labelled ``file``, its
+            ``path`` the first difference, its message every difference (missing and extra
+            paths, shapes, dtypes), one per line, the first 20 and then a count.
+        PickleRefused: If the file is a pickle or holds an array stored with pickle (a
+            ``ValueError``).
+        ValueError: If the file is not a zip or a damaged one, or its structure record is
+            damaged or names a class that is not defined now.
+        treekit.sharding.ShardingError: If a sharding does not fit its array's shape; every
+            such array by key path, before any array's data is read.
+        OSError: If the file cannot be read.
+    """
+    if shardings is not None or (like is not None and any(map(placed_on_mesh, flatten(like)[0]))):
+        return place(_load(path, like, True, rename), shardings, like)
+    return _load(path, like, mmap, rename)
+
+
+def _load(path: str | os.PathLike[str], like: Any, mmap: bool, rename: Sequence[tuple[str, str]]) -> Any:
+    rules = _rules(rename)
+    if os.fspath(path).endswith(".index.json"):  # Hugging Face's shards: {"weight_map": {name: file}}
+        record, arrays, sep = None, _shards(path, mmap), "."
+    else:
+        record, arrays, sep = _read(path, mmap)
+    if record is None:  # numpy.savez's ('a/b' names, flatten_dict's) or another safetensors file's ('a.b')
+        arrays = {_renamed(name, rules): array for name, array in arrays.items()}
+        if like is not None:
+            return restore(like, arrays, lambda p: keystr(p, simple=True, separator=sep))
+        if sep == ".":
+            return arrays
+        from treekit.ops import unflatten_dict
+
+        return unflatten_dict(arrays)
+    with _damaged(path):
+        if like is None:
+            return _saved.rebuild(record, arrays)
+        flat = _saved.by_path(record, arrays)
+    return restore(like, flat, keystr)
+
+
+@contextlib.contextmanager
+def _damaged(path: str | os.PathLike[str]) -> Iterator[None]:
+    """What reading a structure record raises, as one ValueError naming the file (_saved.NeedsTemplate as itself)."""
+    try:
+        yield
+    except _saved.NeedsTemplate:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
+        raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({detail})") from None
+
+
+def _header(path: str | os.PathLike[str]) -> tuple[Any, Any]:
+    """(the structure record or None, the safetensors header) of a file, read from its header alone."""
+    from treekit.checkpoint import _safetensors
+
+    if file_head(path) in ZIP_HEADS:
+        raise ValueError(
+            f"{os.fspath(path)}: expected a .safetensors file (treekit.save's layout), got a .npz; "
+            "treekit.load reads a .npz whole"
+        )
+    try:
+        header = _safetensors.read_header(path)
+    except ValueError:
+        if may_be_pickle(file_head(path)):
+            raise PickleRefused(PICKLE_FILE) from None
+        raise
+    raw = header.metadata.get(_RECORD)
+    record = None if raw is None else _parse(path, raw.encode("utf-8"), header.tensors, _safetensors.dtype_name_of)
+    return record, header
+
+
+@_uncollected
+def metadata(path: str | os.PathLike[str]) -> Any:
+    """The tree saved in the ``.safetensors`` file ``path``, with :class:`~treekit.ShapeDtype` leaves for
+    its arrays, read from the file's header alone (no array bytes, no jax).
+
+    Other leaves come back as saved; typed PRNG keys as the shape and dtype of their key data.
+    Where the structure needs a template (nodes only their class builds: see :func:`load`),
+    and for a safetensors file treekit did not write, a flat dict from each array's name (its
+    key path, as :func:`treekit.keystr` writes it) to its ``ShapeDtype``.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     name = os.path.join(d, 'ckpt.safetensors')
+    ...     save(name, {'w': np.zeros((2, 3), np.float32), 'step': 10})
+    ...     metadata(name)
+    {'w': ShapeDtype(shape=(2, 3), dtype='float32'), 'step': 10}
+
+    Args:
+        path: A ``.safetensors`` file (treekit's, or another tool's).
+
+    Returns:
+        The tree with ``ShapeDtype`` leaves for its arrays, or a flat dict (see above).
+
+    Raises:
+        ValueError: For a damaged file or one of another kind, naming the file and what is wrong.
+    """
+    from treekit.checkpoint import _safetensors
+    from treekit.core import ShapeDtype
+
+    record, header = _header(path)
+    specs = {name: ShapeDtype(t.shape, _safetensors.dtype_name_of(t)) for name, t in header.tensors.items()}
+
+    def spec(entry: Any, _: Any) -> Any:
+        if type(entry) is str:
+            return specs[entry]
+        if "value" in entry:
+            return _saved.decode(entry["value"])
+        saved = specs[entry["array"]]
+        return ShapeDtype(tuple(entry["shape"]), entry["dtype"]) if "shape" in entry else saved
+
+    if record is None:
+        return specs
+    with _damaged(path):
+        try:
+            return _saved.rebuild(record, specs, spec)
+        except _saved.NeedsTemplate:
+            return {_saved.path_of(e): spec(e, None) for e in _saved.arrays_of(record["nodes"])}
+
+
+@_uncollected
+def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False) -> Any:
+    """One array leaf of the ``.safetensors`` file ``path``, reading only its bytes.
+
+    ``key_path`` is the leaf's key path: a tuple of key entries (as ``tree_flatten_with_path``
+    gives), or its :func:`treekit.keystr` string (``"['params']['w']"``); for a safetensors
+    file treekit did not write, the tensor's name.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from treekit import DictKey
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     name = os.path.join(d, 'ckpt.safetensors')
+    ...     save(name, {'params': {'w': np.arange(3.0), 'b': np.zeros(2)}})
+    ...     load_leaf(name, "['params']['w']"), load_leaf(name, (DictKey('params'), DictKey('b')))
+    (array([0., 1., 2.]), array([0., 0.]))
+
+    Args:
+        path: The file.
+        key_path: The leaf's key path (entries or keystr), or a tensor's name.
+        mmap: Map the array read-only instead of reading it.
+
+    Returns:
+        The array (a typed PRNG key array for a saved key; a numpy scalar for a saved scalar).
+
+    Raises:
+        KeyError: If no array leaf has that key path; the message lists a few that do.
+        ValueError: For a damaged file or one of another kind.
+    """
+    from treekit.checkpoint import _safetensors
+
+    record, header = _header(path)
+    want = key_path if isinstance(key_path, str) else keystr(tuple(key_path))
+    leaves = [] if record is None else _saved.arrays_of(record["nodes"])
+    if record is None:
+        entry: Any = want if want in header.tensors else None
+    elif want in leaves:  # (an entry that is a name is the leaf at that path)
+        entry = want
+    else:
+        entry = next((e for e in leaves if type(e) is dict and e.get("path") == want), None)
+    if entry is None:
+        names = [_saved.path_of(e) for e in leaves] if record is not None else list(header.tensors)
+        raise KeyError(f"{os.fspath(path)}: no array leaf at {want!r} (there are {len(names)}, e.g. {names[:3]})")
+    name = entry if type(entry) is str else entry["array"]
+    array = _safetensors.read_tensor(path, header, name, mmap=mmap)
+    with _damaged(path):
+        return _saved.leaf_value(entry, {name: array})
+
+
+def _rules(rename: Sequence[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:
+    rules = []
+    for rule in rename:
+        if not (isinstance(rule, tuple) and len(rule) == 2 and all(isinstance(r, str) for r in rule)):
+            raise TypeError(f"rename: expected (regex, replacement) pairs of str, got {rule!r:.60}")
+        try:
+            rules.append((re.compile(rule[0]), rule[1]))
+        except re.error as exc:
+            raise ValueError(f"rename: {rule[0]!r} is not a regular expression ({exc})") from None
+    return rules
+
+
+def _renamed(name: str, rules: list[tuple[re.Pattern[str], str]]) -> str:
+    for pattern, replacement in rules:  # each rule in turn, on what the ones before made
+        name = pattern.sub(replacement, name)
+    return name
+
+
+def _shards(index: str | os.PathLike[str], mmap: bool) -> dict[str, Any]:
+    """The tensors of a Hugging Face ``model.safetensors.index.json`` and its shard files, by name."""
+    from treekit.checkpoint import _safetensors
+
+    where = os.fspath(index)
+    if os.path.getsize(where) > _safetensors.MAX_HEADER:
+        raise ValueError(f"{where}: expected an index of at most {_safetensors.MAX_HEADER} bytes, got more")
+    try:
+        with open(where, "rb") as f:
+            weight_map = json.loads(f.read().decode("utf-8"))["weight_map"]
+        assert isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise ValueError(f"{where}: expected JSON with a \"weight_map\" of tensor names to file names") from None
+    folder, out = os.path.dirname(os.path.abspath(where)), {}
+    for shard in dict.fromkeys(weight_map.values()):
+        if os.path.basename(shard) != shard:
+            raise ValueError(f"{where}: expected shard file names in its folder, got {shard!r}")
+        tensors, _ = _safetensors.read(os.path.join(folder, shard), mmap=mmap)
+        out.update({name: tensors[name] for name in tensors if weight_map.get(name) == shard})
+    if missing := [name for name in weight_map if name not in out]:
+        raise ValueError(f"{where}: tensors {missing[:3]} ({len(missing)} in all) are not in the shards it names")
+    return {name: out[name] for name in weight_map}

@@ -1,0 +1,215 @@
+"""Checkpoints on a mesh: a sharded ``jax.Array`` written shard by shard into its place in a
+file, and a file's arrays built on any mesh, each device reading only its own slice.
+
+The file holds each array whole, in C order, as any other checkpoint (so a file saved on one
+mesh loads onto any other, or onto one device, and other tools read it). Saving copies one
+shard at a time to the host and straight into its place, through a writable map of the
+array's region of the file; replicas of a shard are written once. Loading builds each array
+with ``jax.make_array_from_callback`` over a read-only memory map of the file: each device's
+callback copies its slice, so a process reads only the byte ranges of its own shards.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap as mapping
+import os
+from collections.abc import Callable
+from typing import IO, Any
+
+from treekit.core import KeyPath, flatten, keystr
+
+__all__ = ["check_placements", "pieces", "place", "placed_on_mesh", "save_together", "write_pieces"]
+
+
+def pieces(array: Any) -> list[tuple[tuple[slice, ...], Any]] | None:
+    """The shards of a ``jax.Array`` split over several devices that this process writes,
+    ``(index, shard data)`` each: its addressable shards that are the first replica of their
+    slice (so each slice is written once over all processes); ``None`` for anything else
+    (written whole).
+
+    >>> pieces([1, 2]) is None
+    True
+    """
+    sharding = getattr(array, "sharding", None)
+    shards = getattr(array, "addressable_shards", None)
+    if shards is None or sharding is None or getattr(sharding, "is_fully_replicated", True):
+        return None
+    return [(tuple(shard.index), shard.data) for shard in shards if shard.replica_id == 0]
+
+
+def write_pieces(f: IO[bytes], parts: list[tuple[tuple[slice, ...], Any]], dtype: Any, shape: tuple[int, ...]) -> None:
+    """Write each shard of ``parts`` (from :func:`pieces`) into its place in the array of
+    ``shape`` and ``dtype`` whose bytes start at ``f``'s position, through a writable map of
+    that region of the file (numpy copies each shard into its strided place); one shard on the
+    host at a time. ``f`` is left at the array's end."""
+    import numpy as np
+
+    for index, data in parts:  # (before the map: an error there could not close it)
+        if np.dtype(data.dtype) != dtype or len(index) != len(shape):
+            raise ValueError(f"a shard of {data.dtype} at {index}: expected {dtype}, {len(shape)} dims")
+    f.flush()
+    start = f.tell()
+    size = math.prod(shape) * dtype.itemsize
+    if size:
+        fd = f.fileno()
+        try:  # the region's blocks allocated at once (faster than a sparse file's, page by page)
+            os.posix_fallocate(fd, start, size)
+        except (AttributeError, OSError):  # (no such call here, or a file system without it)
+            if os.fstat(fd).st_size < start + size:
+                os.ftruncate(fd, start + size)
+        skip = start % mapping.ALLOCATIONGRANULARITY
+        with mapping.mmap(fd, size + skip, offset=start - skip, access=mapping.ACCESS_WRITE) as region:
+            whole = np.frombuffer(region, np.uint8, size, skip).view(dtype).reshape(shape)
+            for index, data in parts:
+                whole[index] = np.asarray(data)
+            del whole
+    f.seek(start + size)  # (the dirty pages outlive the map; the caller's fsync writes them with the rest)
+
+
+def _sharding_of(x: Any) -> Any:
+    sharding = getattr(x, "sharding", None)
+    return sharding if sharding is not None and hasattr(sharding, "shard_shape") else None
+
+
+def placed_on_mesh(x: Any) -> bool:
+    """A template leaf that asks :func:`treekit.load` to place its array: a
+    ``ShapeDtypeStruct`` with a sharding, or a ``jax.Array`` sharded over several devices.
+
+    >>> placed_on_mesh(3)
+    False
+    """
+    sharding = _sharding_of(x)
+    if sharding is None:
+        return False
+    return not hasattr(x, "addressable_shards") or len(getattr(sharding, "device_set", ())) > 1
+
+
+def _given(tree: Any, shardings: Any, like: Any) -> list[Any]:
+    """The sharding of each leaf of ``tree``: from ``shardings`` (one sharding for all, or a
+    tree with ``tree``'s structure or a prefix of it; ``None`` leaves stay on the host), else
+    from ``like``'s leaves (jax arrays, ``ShapeDtypeStruct`` with a sharding)."""
+    from treekit.ops import broadcast
+
+    if shardings is None:  # (the tree was restored into like: the same leaves, in order)
+        return [_sharding_of(x) if placed_on_mesh(x) else None for x in flatten(like)[0]]
+    if _is_sharding(shardings):
+        return [shardings] * len(flatten(tree)[0])
+    full = broadcast(shardings, tree, _is_sharding, "shardings")
+    return list(flatten(full, _is_sharding)[0])
+
+
+def _is_sharding(x: Any) -> bool:
+    return x is None or hasattr(x, "shard_shape")
+
+
+def _slicer(source: Any) -> Callable[[Any], Any]:
+    """make_array_from_callback's callback: a device's slice of ``source``, copied."""
+    import numpy as np
+
+    return lambda index: np.array(source[index])
+
+
+def check_placements(paths: list[KeyPath], leaves: list[Any], given: list[Any]) -> None:
+    """Every array's sharding fits its shape (all problems at once, by key path), before any
+    array's data is read."""
+    problems = []
+    for path, x, sharding in zip(paths, leaves, given):
+        if sharding is None:
+            continue
+        shape = getattr(x, "shape", None)
+        if shape is None:
+            problems.append(f"file{keystr(path)}: expected an array for {sharding!r:.80}, got {type(x).__name__}")
+            continue
+        spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
+        if spec is not None and mesh is not None:
+            from treekit.sharding import ShardingError, check_specs
+
+            try:
+                check_specs(x, spec, mesh)
+            except ShardingError as err:
+                problems += [f"file{keystr(path)}{p[len('tree') :]}" for p in err.problems]
+            continue
+        try:
+            sharding.shard_shape(tuple(shape))
+        except Exception as err:  # (jax's own words for another kind of sharding)
+            problems.append(
+                f"file{keystr(path)}: expected a shape {sharding!r:.60} can split, got {tuple(shape)} ({err})"
+            )
+    if problems:
+        from treekit.sharding import ShardingError
+
+        raise ShardingError(problems)
+
+
+def place(tree: Any, shardings: Any, like: Any) -> Any:
+    """``tree`` (a loaded tree, arrays mapped from the file) with each array that has a sharding
+    built on its devices by ``jax.make_array_from_callback``, each device copying its slice."""
+    import jax
+    import numpy as np
+
+    leaves, treedef, paths = flatten(tree, with_path=True)
+    assert paths is not None
+    given = _given(tree, shardings, like)
+    check_placements(paths, leaves, given)
+    out = []
+    for x, sharding in zip(leaves, given):
+        if sharding is None:
+            out.append(x)
+        elif isinstance(x, (np.ndarray, np.generic)):
+            source = np.asarray(x)
+            out.append(jax.make_array_from_callback(source.shape, sharding, _slicer(source)))
+        else:  # (a typed key, already a jax array)
+            out.append(jax.device_put(x, sharding))
+    return treedef.unflatten(out)
+
+
+def save_together(
+    path: str, head: bytes, regions: list[tuple[str, Any, Any, tuple[int, ...]]], data_size: int, write_whole: Any
+) -> None:
+    """Write one safetensors file from every process at once (each calls this with the same
+    header): process 0 makes a temporary file of the final size beside ``path``, each process
+    writes the shards it holds (:func:`pieces`) and process 0 the arrays that are not split,
+    then process 0 renames it over ``path``. ``regions``: ``(name, array, dtype, shape)`` in
+    the file's order; ``write_whole(f, name, array, dtype, shape)`` writes an array at ``f``'s
+    position. A barrier (``multihost_utils.sync_global_devices``) separates the steps, so a
+    process that fails or dies leaves ``path`` as it was: the old checkpoint, or none."""
+    import hashlib
+
+    import jax
+    from jax.experimental import multihost_utils
+
+    me = jax.process_index()
+    digest = hashlib.sha256(head).hexdigest()[:16]  # the same name in every process, unasked
+    folder, base = os.path.split(os.path.abspath(path))
+    temp = os.path.join(folder, f".{base}.{digest}.tmp")
+
+    def step(name: str) -> None:
+        multihost_utils.sync_global_devices(f"treekit.save {digest} {name}")
+
+    try:
+        if me == 0:
+            with open(temp, "wb") as f:
+                f.write(head)
+                f.truncate(len(head) + data_size)
+        step("made")
+        with open(temp, "r+b") as g:
+            at = len(head)
+            for name, array, dtype, shape in regions:
+                g.seek(at)
+                parts = pieces(array)
+                if parts is not None:
+                    write_pieces(g, parts, dtype, shape)
+                elif me == 0:
+                    write_whole(g, name, array, dtype, shape)
+                at += math.prod(shape) * dtype.itemsize
+            g.flush()
+            os.fsync(g.fileno())
+        step("written")
+        if me == 0:
+            os.replace(temp, path)
+        step("renamed")
+    except BaseException:
+        if me == 0 and os.path.exists(temp):
+            os.unlink(temp)
+        raise

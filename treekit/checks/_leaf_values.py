@@ -1,0 +1,124 @@
+"""How two leaves' values differ: shape, dtype, type and value differences, closeness with
+NaN matching NaN (typed PRNG keys by their key data), and the element errors put in words."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+from typing import Any
+
+from treekit.core import dtype_name, is_array, is_key_dtype
+
+__all__ = ["element_errors", "is_number", "leaf_differences"]
+
+
+def is_number(x: Any) -> bool:
+    return isinstance(x, numbers.Number)
+
+
+def leaf_differences(
+    x: Any, y: Any, shapes: bool, dtypes: bool, values: bool, rtol: float, atol: float
+) -> list[tuple[str, Any, Any]]:
+    """How leaf ``y`` differs from leaf ``x``: ``(kind, left, right)`` of each :class:`Difference`."""
+    if is_array(x) and is_array(y):
+        out: list[tuple[str, Any, Any]] = []
+        same_shape = tuple(x.shape) == tuple(y.shape)
+        if not same_shape and (shapes or values):
+            out.append(("shape", tuple(x.shape), tuple(y.shape)))
+        if dtypes and dtype_name(x.dtype) != dtype_name(y.dtype):
+            out.append(("dtype", dtype_name(x.dtype), dtype_name(y.dtype)))
+        if values and same_shape and not _close(x, y, rtol, atol):
+            out.append(("value", x, y))
+        return out
+    if dtypes and (is_array(x) or is_array(y) or type(x) is not type(y)):
+        return [("type", x, y)]
+    if not values:
+        return []
+    if (is_array(x) or is_number(x)) and (is_array(y) or is_number(y)):
+        import numpy as np
+
+        if np.shape(x) != np.shape(y):
+            return [("shape", np.shape(x), np.shape(y))]
+        return [] if _close(x, y, rtol, atol) else [("value", x, y)]
+    return [] if _equal(x, y) else [("value", x, y)]
+
+
+def _equal(x: Any, y: Any) -> bool:
+    if x is y:
+        return True
+    try:
+        return bool(x == y)
+    except Exception:  # arrays without a truth value, objects whose == raises
+        return False
+
+
+def _numeric(a: Any) -> Any:
+    """``a`` as float64 or complex128 (for errors), or ``None`` if it does not convert."""
+    import numpy as np
+
+    target = np.complex128 if a.dtype.kind == "c" else np.float64
+    try:
+        return a.astype(target)
+    except (TypeError, ValueError):
+        return None
+
+
+def _unequal_mask(x: Any, y: Any) -> tuple[Any, Any, Any]:
+    """(elements that are not equal, NaN matching NaN; a and b as numbers or ``None``)."""
+    import numpy as np
+
+    keys = [is_array(v) and is_key_dtype(v.dtype) for v in (x, y)]
+    if any(keys):  # typed PRNG keys: equal where their key data is (they have no numbers)
+        shape = np.shape(x if keys[0] else y)
+        if not all(keys) or np.shape(y) != shape or dtype_name(x.dtype) != dtype_name(y.dtype):
+            return np.ones(shape, dtype=bool), None, None
+        jax = sys.modules["jax"]  # (a key exists only once jax is imported)
+        a, b = (np.asarray(jax.random.key_data(v)).reshape(*shape, -1) for v in (x, y))
+        return (a != b).any(axis=-1), None, None
+    a, b = np.asarray(x), np.asarray(y)
+    af, bf = _numeric(a), _numeric(b)
+    try:
+        equal = np.asarray(a == b, dtype=bool)
+    except (TypeError, ValueError):
+        equal = np.zeros(a.shape, dtype=bool)
+    if equal.shape != a.shape:  # == gave up elementwise (e.g. str against float)
+        equal = np.zeros(a.shape, dtype=bool)
+    if af is not None and bf is not None:
+        equal |= np.isnan(af) & np.isnan(bf)
+    return ~equal, af, bf
+
+
+def _close(x: Any, y: Any, rtol: float, atol: float) -> bool:
+    import numpy as np
+
+    unequal, af, bf = _unequal_mask(x, y)
+    if not unequal.any():
+        return True
+    if af is None or bf is None or (rtol == 0 and atol == 0):
+        return False
+    with np.errstate(invalid="ignore"):
+        return bool(np.isclose(bf[unequal], af[unequal], rtol=rtol, atol=atol).all())
+
+
+def element_errors(x: Any, y: Any, scalar: bool = False) -> tuple[int, int, str | None]:
+    """(unequal elements, elements, the largest abs and rel errors in words, or ``None``)."""
+    import numpy as np
+
+    unequal, af, bf = _unequal_mask(x, y)
+    count, total = int(unequal.sum()), int(unequal.size)
+    if af is None or bf is None or not count:
+        return count, total, None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        abs_error = np.abs(bf[unequal] - af[unequal])
+        rel_error = abs_error / np.abs(af[unequal])
+    nan = np.isnan(abs_error)
+    words = []
+    if not nan.all():
+        most = "" if scalar else "max "
+        rel = rel_error[~nan & ~np.isnan(rel_error)]
+        words.append(f"{most}abs error {float(abs_error[~nan].max()):.3g}")
+        words.append(f"{most}rel error {float(rel.max()) if rel.size else math.nan:.3g}")
+    if nan.any() and not scalar:
+        words.append(f"{int(nan.sum())} NaN on one side")
+    return count, total, ", ".join(words) or None
