@@ -53,37 +53,7 @@ from treekit.optim._transforms import scale_by_learning_rate as scale_by_learnin
 from treekit.optim._transforms import scale_by_schedule as scale_by_schedule
 from treekit.optim._transforms import trace as trace
 
-__all__ = [
-    "EmptyState",
-    "GradientTransformation",
-    "MaskedNode",
-    "MaskedState",
-    "ScaleByAdamState",
-    "ScaleByScheduleState",
-    "ScalarOrSchedule",
-    "TraceState",
-    "WeightDecaySchedule",
-    "adam",
-    "adamw",
-    "add_decayed_weights",
-    "apply_updates",
-    "chain",
-    "clip_by_global_norm",
-    "identity",
-    "masked",
-    "safe_increment",
-    "scale",
-    "scale_by_adam",
-    "scale_by_learning_rate",
-    "scale_by_schedule",
-    "sgd",
-    "trace",
-    "tree_bias_correction",
-    "tree_map_params",
-    "tree_update_infinity_moment",
-    "tree_update_moment",
-    "tree_update_moment_per_elem_norm",
-]
+# The public names are listed once, in treekit.optim's __all__.
 
 """A number, or a schedule (a function of the step count, see :mod:`treekit.schedules`)."""
 

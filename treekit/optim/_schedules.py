@@ -18,14 +18,7 @@ from typing import Any
 
 from treekit.ops import namespace
 
-__all__ = [
-    "Schedule",
-    "constant_schedule",
-    "cosine_decay_schedule",
-    "exponential_decay",
-    "linear_schedule",
-    "warmup_cosine_decay_schedule",
-]
+# The public names are listed once, in treekit.schedules's __all__.
 
 Schedule = Callable[[Any], Any]
 """A function of the step count (an int32 scalar) giving a value, such as a learning rate."""

@@ -46,17 +46,7 @@ from treekit.sharding._layout import device_nbytes, entry_axes
 from treekit.sharding._layout import mesh_axes as mesh_axes
 from treekit.sharding._layout import spec_str as spec_str
 
-__all__ = [
-    "ShardingError",
-    "UnusedRuleWarning",
-    "check_specs",
-    "device_bytes",
-    "match_rules",
-    "mesh_axes",
-    "spec_str",
-    "shard",
-    "shardings",
-]
+# The public names are listed once, in treekit.sharding's __all__.
 
 PyTree = Any
 Rules = Sequence[tuple[Any, Any]]
