@@ -1,9 +1,8 @@
-"""Checkpoints: save, load, load_leaf and metadata over .npz and .safetensors files.
-
-Lives here: _io.py (the public functions), _saved.py (the structure record), _restore.py (into
-like=), _npz.py, _safetensors.py, _shards.py (arrays saved shard by shard), _atomic.py, _progress.py.
-May import: core, ops, sharding, checks. Start at _io.py.
-"""
+# Lives here: _io.py (the public functions), _saved.py (the structure record), _restore.py (into
+# like=), _npz.py, _safetensors.py, _shards.py (arrays saved shard by shard), _atomic.py,
+# _progress.py.
+# May import: core, ops, sharding, checks. Start at _io.py.
+"""Checkpoints: save, load, load_leaf and metadata over .npz and .safetensors files."""
 
 from treekit.checkpoint._io import load as load
 from treekit.checkpoint._io import load_leaf as load_leaf

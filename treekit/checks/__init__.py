@@ -1,9 +1,8 @@
-"""Checking trees: structure diffs and asserts, value asserts, specs, node-type laws, hypothesis strategies.
-
-May import: core, ops, sharding, look (diffs render with look's HTML). Start at _checks.py
-(tree_diff, the one diff behind same_structure and the asserts), then _specs.py (check_spec).
-The hypothesis modules (_strategies, _array_strategies, _laws) load on first use of their names.
-"""
+# Lives here: _checks.py (tree_diff, the one diff behind same_structure and the asserts),
+# _leaf_values.py, _asserts.py, _specs.py (check_spec), and the hypothesis modules (_strategies,
+# _array_strategies, _laws), which give their names on first use.
+# May import: core, ops, sharding, look (diffs render with look's HTML). Start at _checks.py.
+"""Checking trees: structure diffs and asserts, value asserts, specs, node-type laws, hypothesis strategies."""
 
 from typing import TYPE_CHECKING
 

@@ -1,11 +1,9 @@
-"""The tree core: key entries, the registry of node types, node records, TreeDef, the walkers.
-
-Lives here: keys, errors, registry and registration, records, TreeDef, the building and guided
-walkers, unflatten's builders, the JAX bridge, ShapeDtype, names given on first use (_lazy.py),
-0.2's module paths (_moved.py); the C core mirrors these modules.
-May import: nothing of treekit's (the bottom layer). Start at _registry.py (NodeType), then
-_traverse.py (flatten); _core.py says which core runs.
-"""
+# Lives here: keys, errors, registry and registration, records, TreeDef, the building and guided
+# walkers, unflatten's builders, the JAX bridge, ShapeDtype, names given on first use (_lazy.py),
+# 0.2's module paths (_moved.py); the C core mirrors these modules.
+# May import: nothing of treekit's (the bottom layer). Start at _registry.py (NodeType), then
+# _traverse.py (flatten); _core.py says which core runs.
+"""The tree core: key entries, the registry of node types, node records, TreeDef, the walkers."""
 
 from treekit.core._build import unflatten_node as unflatten_node
 from treekit.core._core import NATIVE as NATIVE

@@ -1,9 +1,8 @@
-"""Whole-tree functions: flatten/map/reduce/transpose, tree math, tree_at/get/set, partition, stacking, flat dicts.
-
-May import: treekit.core. Start at _ops.py (tree_flatten, tree_map), then _fold.py (reduce).
-Modules that import numpy at load (_stack, _tree_random) and the seldom-used ones are loaded
-on first use of their names.
-"""
+# Lives here: _ops.py (flatten, map), _fold.py, _rearrange.py, _tree_math.py, _tree_reduce.py,
+# _tree_random.py, _at.py and _where.py (tree_at), _partition.py, _stack.py, _flat_dicts.py, ...;
+# those that import numpy at load, and the seldom used, give their names on first use.
+# May import: core. Start at _ops.py (tree_flatten, tree_map), then _fold.py (reduce).
+"""Whole-tree functions: flatten/map/reduce/transpose, tree math, tree_at/get/set, partition, stacking, flat dicts."""
 
 from typing import TYPE_CHECKING
 

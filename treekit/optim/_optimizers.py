@@ -1,25 +1,4 @@
-"""Optimizers as pure functions of trees, in optax's shape: small transformations and ``chain``.
-
-``opt = adam(1e-3)``; ``state = opt.init(params)``; ``updates, state = opt.update(grads, state,
-params)``; ``params = apply_updates(params, updates)``. An optimizer is a
-:class:`GradientTransformation`; ``sgd``, ``adam`` and ``adamw`` are chains of the building
-blocks below, built as optax builds them, so their states have optax's shape (tuples of
-NamedTuples of trees, which go through ``jax.jit`` and ``jax.lax.scan`` as they are) and their
-results equal optax's bit for bit on jax arrays, eagerly and under ``jit``. The same code runs
-on numpy arrays without jax (float64 arithmetic on the Python numbers, so results are close
-to optax's, not equal: within ``rtol=2e-6`` after a few float32 steps in the tests).
-Every learning rate (and weight decay) may be a number or a schedule, a function of the step
-count (see :mod:`treekit.schedules`). Also available from :mod:`treekit.params`.
-
->>> import numpy as np
->>> from treekit.schedules import linear_schedule
->>> params = {'w': np.array([1.0, -2.0])}
->>> opt = chain(clip_by_global_norm(1.0), sgd(linear_schedule(0.1, 0.0, transition_steps=10)))
->>> state = opt.init(params)
->>> updates, state = opt.update({'w': np.array([3.0, 4.0])}, state, params)
->>> apply_updates(params, updates)
-{'w': array([ 0.94, -2.08])}
-"""
+"""The optimizers: sgd, adam, adamw, apply_updates; the public names of treekit.optim (its docstring says how)."""
 
 from __future__ import annotations
 

@@ -1,34 +1,4 @@
-"""Param trees across devices: PartitionSpecs chosen by key-path rules, checked, and placed.
-
-JAX's SPMD engine (:class:`jax.sharding.Mesh`, :class:`~jax.sharding.NamedSharding`,
-:class:`~jax.sharding.PartitionSpec`, ``jax.jit`` with shardings) does the work; this module is
-the tree glue every large-model codebase writes by hand:
-
-- :func:`match_rules`: ``(pattern, spec)`` rules over each leaf's key path give a tree of specs;
-- :func:`check_specs`: each spec fits its leaf's rank, names axes the mesh has, and splits
-  dims that divide evenly; every problem is reported with its key path, all at once;
-- :func:`shardings` / :func:`shard`: the tree of ``NamedSharding`` for ``jax.jit``'s
-  ``in_shardings`` / ``out_shardings``, and ``jax.device_put`` with it;
-- :func:`device_bytes`: bytes each leaf takes on one device, for "does it fit?".
-
-A pattern is a regular expression searched (``re.search``) in two forms of each leaf's path:
-the ``'a/b/0'`` form of :func:`treekit.params.flatten_dict` and the :func:`treekit.keystr`
-form ``['a']['b'][0]``; a rule matches a leaf if it is found in either. The first matching rule
-wins. A mesh is a :class:`jax.sharding.Mesh`, or, where no devices are needed (checks and
-sizes), a mapping of axis names to sizes such as ``{'data': 2, 'model': 4}``.
-
-jax is imported when a function that makes specs or shardings runs, not when this module is
-imported.
-
->>> from jax.sharding import PartitionSpec as P
->>> params = {'dense': {'kernel': ShapeDtype((512, 1024), 'f32'), 'bias': ShapeDtype((1024,), 'f32')}}
->>> specs = match_rules(params, [('kernel', P(None, 'model')), ('bias', P('model'))])
->>> spec_str(specs['dense']['kernel'])
-"P(None, 'model')"
->>> check_specs(params, specs, {'data': 2, 'model': 4})
->>> device_bytes(params, specs, {'data': 2, 'model': 4})
-{'dense': {'kernel': 524288, 'bias': 1024}}
-"""
+"""The sharding rules: match_rules, check_specs, shardings, shard, device_bytes (treekit.sharding says how)."""
 
 from __future__ import annotations
 
