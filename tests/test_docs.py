@@ -31,12 +31,15 @@ DOCS = ROOT / "docs"
 
 
 def _public_callables() -> list[tuple[str, Any]]:
+    from treekit import data
+
     out = []
-    for name in treekit.__all__:
-        obj = getattr(treekit, name)
-        # (a routine: the native core makes keystr a built-in function)
-        if (inspect.isroutine(obj) or inspect.isclass(obj)) and obj.__module__.startswith("treekit"):
-            out.append((name, obj))
+    for module, prefix in ((treekit, ""), (data, "data.")):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            # (a routine: the native core makes keystr a built-in function)
+            if (inspect.isroutine(obj) or inspect.isclass(obj)) and obj.__module__.startswith("treekit"):
+                out.append((prefix + name, obj))
     return out
 
 
@@ -145,7 +148,8 @@ def public_modules() -> list[str]:
 
 def test_public_modules_are_found() -> None:
     assert public_modules() == [
-        "treekit.optim", "treekit.params", "treekit.schedules", "treekit.sharding", "treekit.testing", "treekit.tree"
+        "treekit.data", "treekit.optim", "treekit.params", "treekit.schedules", "treekit.sharding", "treekit.testing",
+        "treekit.tree",
     ]
 
 

@@ -1,0 +1,154 @@
+"""treekit.data.to_mesh: batches as jax arrays, made ready ahead in a thread whose errors reach
+the caller and which close() stops; a state that counts what the caller got; shardings over 8
+CPU devices (in a subprocess: XLA takes the device count when jax is first imported); and two
+processes on localhost building global batches from their local rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+np = pytest.importorskip("numpy")
+jax = pytest.importorskip("jax")
+
+from treekit import data  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+EIGHT = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+
+
+def rows(n: int = 40) -> list[dict[str, Any]]:
+    return [{"i": np.int64(i), "x": np.full(3, i, np.float32)} for i in range(n)]
+
+
+def prefetch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "treekit-prefetch"]
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, 3])
+def test_batches_arrive_as_jax_arrays_in_order(prefetch: int) -> None:
+    with data.to_mesh(data.batches(data.from_iterable(rows()), 8), prefetch=prefetch) as it:
+        got = [b["i"] for b in it]
+    assert all(isinstance(b, jax.Array) for b in got)
+    assert [int(v) for b in got for v in np.asarray(b)] == list(range(40))
+    assert prefetch_threads() == []
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_the_state_counts_batches_handed_out_and_resumes_exactly(prefetch: int) -> None:
+    whole = [np.asarray(b["i"]).tolist() for b in data.to_mesh(data.batches(data.from_iterable(rows()), 6), prefetch=0)]
+    it = data.to_mesh(data.batches(data.from_iterable(rows()), 6), prefetch=prefetch)
+    first = [np.asarray(next(it)["i"]).tolist() for _ in range(2)]
+    state = json.loads(json.dumps(it.get_state()))
+    assert state["batches"] == 2  # not counting what the thread made ready ahead
+    it.close()
+    again = data.to_mesh(data.batches(data.from_iterable(rows()), 6), prefetch=prefetch)
+    again.set_state(state)
+    with again:
+        assert first + [np.asarray(b["i"]).tolist() for b in again] == whole
+    assert prefetch_threads() == []
+
+
+def test_close_mid_way_leaves_no_thread_and_iterating_goes_on_where_the_caller_was() -> None:
+    it = data.to_mesh(data.batches(data.from_iterable(rows()), 4), prefetch=2)
+    assert np.asarray(next(it)["i"]).tolist() == [0, 1, 2, 3]
+    it.close()
+    assert prefetch_threads() == []
+    assert np.asarray(next(it)["i"]).tolist() == [4, 5, 6, 7]  # not what the thread had read ahead
+    it.close()
+
+
+def test_an_error_in_the_thread_is_raised_at_the_callers_next() -> None:
+    def examples() -> Any:
+        yield from rows(8)
+        raise RuntimeError("the disk went away")
+
+    it = data.to_mesh(data.batches(data.from_iterable(examples()), 4), prefetch=2)
+    with pytest.raises(RuntimeError, match="the disk went away"):
+        list(it)
+    it.close()
+    assert prefetch_threads() == []
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(TypeError, match=r"batches: expected treekit\.data\.batches\(\.\.\.\), got list"):
+        data.to_mesh([1])
+    with pytest.raises(ValueError, match="prefetch: expected an int >= 0"):
+        data.to_mesh(data.batches(data.from_iterable(rows()), 4), prefetch=-1)
+
+
+EIGHT_DEVICES = """
+import numpy as np, jax
+from jax.sharding import Mesh, PartitionSpec as P
+from treekit import data
+assert len(jax.devices()) == 8
+mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ('data', 'model'))
+examples = [{'i': np.int64(i), 'x': np.full(4, i, np.float32)} for i in range(32)]
+with data.to_mesh(data.batches(data.from_iterable(examples), 8), mesh) as it:
+    for batch in it:
+        assert batch['x'].sharding.spec == P('data'), batch['x'].sharding
+        assert {s.data.shape for s in batch['x'].addressable_shards} == {(2, 4)}
+        shardings = it._shardings
+    assert it._shardings is shardings  # computed once, for the first batch
+rules = [('x', P('data', 'model'))]
+with data.to_mesh(data.batches(data.from_iterable(examples), 8), mesh, rules=rules) as it:
+    batch = next(it)
+    assert batch['x'].sharding.spec == P('data', 'model') and batch['i'].sharding.spec == P('data')
+    assert {s.data.shape for s in batch['x'].addressable_shards} == {(2, 2)}
+print('ok')
+"""
+
+
+def test_batches_split_over_a_mesh_of_eight_devices_by_default_and_by_rules() -> None:
+    out = subprocess.run([sys.executable, "-c", EIGHT_DEVICES], env=EIGHT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+def _loopback_port() -> int | None:
+    """A free port on localhost, or None where loopback connections are refused."""
+    try:
+        with socket.socket() as server:
+            server.bind(("localhost", 0))
+            server.listen(1)
+            port = int(server.getsockname()[1])
+            with socket.create_connection(("localhost", port), timeout=5):
+                pass
+        return port
+    except OSError:
+        return None
+
+
+def test_two_processes_build_global_batches_from_their_local_rows(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    port = _loopback_port()
+    if port is None:
+        pytest.skip("this machine refuses connections on localhost (jax.distributed needs them)")
+    pq.write_table(pa.table({"index": np.arange(16)}), tmp_path / "a.parquet", row_group_size=8)
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    procs = [
+        subprocess.Popen([sys.executable, str(HERE / "data_processes.py"), str(k), "2", str(port), str(tmp_path)],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for k in range(2)
+    ]
+    outs = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0 and out.strip().endswith("ok"), err[-3000:]
+            outs.append([line.split()[1:] for line in out.splitlines() if line.startswith("rows")])
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert len(outs[0]) == len(outs[1]) == 2  # two global batches of 8 rows: 4 from each process
+    mine = [sorted(int(v) for batch in out for v in batch) for out in outs]
+    assert sorted(mine[0] + mine[1]) == list(range(16)) and not set(mine[0]) & set(mine[1])

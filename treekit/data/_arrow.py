@@ -1,0 +1,174 @@
+"""Arrow columns as numpy arrays of rows, vectorized: numbers and strings as they are (a
+``uint8`` column stays uint8), list columns of one length per level as fixed dims, ragged
+ones padded or truncated to ``pad`` (with a ``<name>_len`` column), or reshaped to
+``reshape``; a ragged column without either, or a null, is an error naming it and its rows."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["check_pad_reshape", "columns_to_numpy"]
+
+
+def check_pad_reshape(pad: Any, reshape: Any) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
+    """``pad`` and ``reshape`` checked: ``{column: length >= 0}`` and ``{column: shape}``."""
+    pads = dict(pad or {})
+    shapes = {name: tuple(shape) for name, shape in dict(reshape or {}).items()}
+    for name, length in pads.items():
+        if type(length) is not int or length < 0:
+            raise ValueError(f"pad[{name!r}]: expected a length (an int >= 0), got {length!r}")
+    for name, shape in shapes.items():
+        if not all(type(d) is int and d >= 0 for d in shape):
+            raise ValueError(f"reshape[{name!r}]: expected a shape of ints >= 0, got {shape!r}")
+    both = sorted(set(pads) & set(shapes))
+    if both:
+        raise ValueError(f"pad and reshape: expected each column in one of them, got {both} in both")
+    return pads, shapes
+
+
+def _rows_text(rows: Any, values: Any = None, limit: int = 5) -> str:
+    shown = [int(r) for r in rows[:limit]]
+    text = ", ".join(str(r) for r in shown) + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+    if values is not None:
+        text += " (lengths " + ", ".join(str(int(v)) for v in values[:limit]) + ")"
+    return text
+
+
+def _numpy(array: Any, name: str, where: str) -> Any:
+    """A flat Arrow array of values (no lists) as numpy; nulls are an error naming the rows."""
+    import numpy as np
+
+    if array.null_count:
+        nulls = np.flatnonzero(np.asarray(array.is_null()))
+        raise ValueError(f"column {name!r} ({where}): expected no nulls, got {len(nulls)}, at {_rows_text(nulls)}")
+    return array.to_numpy(zero_copy_only=False)
+
+
+def _lengths(array: Any) -> Any:
+    """A list array's list lengths, from its offsets (pyarrow.compute costs 0.3 s to import)."""
+    import numpy as np
+    import pyarrow as pa
+
+    if pa.types.is_fixed_size_list(array.type):
+        return np.full(len(array), array.type.list_size, dtype=np.int64)
+    return np.diff(np.asarray(array.offsets))
+
+
+def _unlist(array: Any, name: str, where: str, rows: int) -> tuple[Any, list[Any]]:
+    """A list column flattened level by level: (the values, each level's per-element lengths)."""
+    import numpy as np
+    import pyarrow as pa
+
+    levels = []
+    while pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type):
+        if array.null_count:
+            nulls = np.flatnonzero(np.asarray(array.is_null()))
+            raise ValueError(f"column {name!r} ({where}): expected no null lists, got nulls at {_rows_text(nulls)}")
+        levels.append(_lengths(array))
+        array = array.flatten()
+        if isinstance(array, pa.ExtensionArray):
+            array = array.storage
+    return array, levels
+
+
+def _per_row(levels: list[Any], depth: int) -> Any:
+    """How many elements of level ``depth`` (``len(levels)``: values) each row holds."""
+    import numpy as np
+
+    counts = levels[0]
+    for lengths in levels[1:depth]:
+        ends = np.cumsum(counts)
+        sums = np.concatenate([[0], np.cumsum(lengths)])
+        counts = sums[ends] - sums[ends - counts]
+    return counts
+
+
+def _fixed(values: Any, levels: list[Any], name: str, where: str, rows: int) -> Any:
+    """Rows of a list column whose every level has one length: an array ``[rows, *lengths]``."""
+    import numpy as np
+
+    shape = []
+    for depth, lengths in enumerate(levels):
+        if lengths.size and (lengths != lengths[0]).any():
+            odd = np.flatnonzero(lengths != lengths[0])
+            if depth:  # the rows holding lists of another length, once each
+                rows_of = np.unique(np.repeat(np.arange(rows), _per_row(levels, depth))[odd])
+                got = f"rows {_rows_text(rows_of)} hold lists of other lengths than row 0's first, {int(lengths[0])}"
+            else:
+                got = f"rows {_rows_text(odd, lengths[odd])} where row 0 has {int(lengths[0])}"
+            raise ValueError(
+                f"column {name!r} ({where}): expected lists of one length, got ragged lists: {got}\n"
+                f"pass pad={{{name!r}: length}} to pad or truncate them to one length"
+            )
+        shape.append(int(lengths[0]) if lengths.size else 0)
+    return _numpy(values, name, where).reshape(rows, *shape)
+
+
+def _reshaped(values: Any, levels: list[Any], shape: tuple[int, ...], name: str, where: str, rows: int) -> Any:
+    """Rows of a list column reshaped to ``shape``, after one check of each row's element count."""
+    import numpy as np
+
+    counts = _per_row(levels, len(levels)) if levels else np.ones(rows, dtype=np.int64)
+    size = math.prod(shape)
+    odd = np.flatnonzero(counts != size)
+    if odd.size:
+        raise ValueError(
+            f"column {name!r} ({where}): expected {size} values a row to reshape to {shape}, got rows "
+            f"{_rows_text(odd, counts[odd])}"
+        )
+    return _numpy(values, name, where).reshape(rows, *shape)
+
+
+def _padded(values: Any, lengths: Any, length: int, name: str, where: str, rows: int) -> tuple[Any, Any]:
+    """A list column of one level padded with zeros or truncated to ``length``; the kept lengths."""
+    import numpy as np
+
+    flat = _numpy(values, name, where)
+    out = np.zeros((rows, length), dtype=flat.dtype)
+    starts = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    kept = np.minimum(lengths, length)
+    row_of = np.repeat(np.arange(rows), kept)
+    at = np.arange(row_of.size) - np.repeat(np.cumsum(kept) - kept, kept)
+    out[row_of, at] = flat[np.repeat(starts[:-1], kept) + at]
+    return out, kept.astype(np.int32)
+
+
+def columns_to_numpy(
+    table: Any, names: Sequence[str], pads: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]], where: str
+) -> dict[str, Any]:
+    """The columns ``names`` of the Arrow ``table`` as numpy arrays of its rows.
+
+    >>> import pyarrow as pa
+    >>> table = pa.table({'x': pa.array([1, 2], pa.uint8()), 'tokens': [[5, 6, 7], [8]]})
+    >>> out = columns_to_numpy(table, ['x', 'tokens'], {'tokens': 2}, {}, 'a table')
+    >>> out['x'].dtype, out['tokens'].tolist(), out['tokens_len'].tolist()
+    (dtype('uint8'), [[5, 6], [8, 0]], [2, 1])
+
+    Raises:
+        ValueError: For a null, a ragged list column without ``pad`` or ``reshape``, or rows
+            whose values do not fill ``reshape``'s shape; the message names the column, ``where``
+            and the rows.
+    """
+    import pyarrow as pa
+
+    out = {}
+    rows = table.num_rows
+    for name in names:
+        array = table.column(name).combine_chunks()
+        if isinstance(array, pa.ExtensionArray):  # HF datasets' ArrayND: its storage holds the lists
+            array = array.storage
+        values, levels = _unlist(array, name, where, rows)
+        if name in pads:
+            if len(levels) != 1:
+                raise ValueError(f"pad[{name!r}] ({where}): expected a column of lists of values, got {array.type}")
+            out[name], out[f"{name}_len"] = _padded(values, levels[0], pads[name], name, where, rows)
+        elif name in shapes:
+            out[name] = _reshaped(values, levels, shapes[name], name, where, rows)
+        elif levels:
+            out[name] = _fixed(values, levels, name, where, rows)
+        else:
+            out[name] = _numpy(values, name, where)
+    return out

@@ -1,0 +1,182 @@
+"""Batches onto devices: each batch's leaves become jax arrays placed by sharding rules
+(the leading axis split over a mesh axis by default), made ready ahead in one background
+thread; with several processes, each gives its local rows of one global batch."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+from treekit.core import flatten
+
+__all__ = ["OnMesh", "to_mesh"]
+
+_END: Any = object()
+
+
+class _Failed:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class OnMesh:
+    """Batches as jax arrays on a mesh: see :func:`treekit.data.to_mesh`. An iterator with a
+    state; a context manager that stops its thread.
+
+    >>> import numpy as np
+    >>> from treekit.data import batches, from_iterable, to_mesh
+    >>> with to_mesh(batches(from_iterable([{'x': np.int64(i)} for i in range(5)]), 2)) as it:
+    ...     first = next(it)
+    >>> first['x'].shape, it.get_state()['batches']
+    ((2,), 1)
+    """
+
+    def __init__(self, batches: Any, mesh: Any, *, rules: Any, axis: str, prefetch: int) -> None:
+        if not callable(getattr(batches, "get_state", None)):
+            raise TypeError(f"batches: expected treekit.data.batches(...), got {type(batches).__name__}")
+        if type(prefetch) is not int or prefetch < 0:
+            raise ValueError(f"prefetch: expected an int >= 0 (batches made ready ahead), got {prefetch!r}")
+        self.batches, self.mesh, self.rules, self.axis, self.prefetch = batches, mesh, rules, axis, prefetch
+        self.state = batches.get_state()
+        self._shardings: Any = None
+        self._thread: threading.Thread | None = None
+        self._queue: queue.Queue[Any] = queue.Queue(max(prefetch, 1))
+        self._stop = threading.Event()
+
+    # -- placing one batch ----------------------------------------------------------------
+    def _shardings_of(self, leaves: list[Any], batch: Any) -> list[Any]:
+        """One sharding per leaf, computed for the first batch and kept."""
+        import jax
+        from jax.sharding import NamedSharding, SingleDeviceSharding
+
+        PartitionSpec: Any = jax.sharding.PartitionSpec
+
+        if self.mesh is None:
+            return [SingleDeviceSharding(jax.devices()[0])] * len(leaves)
+        if self.rules is None:
+            return [NamedSharding(self.mesh, PartitionSpec(self.axis)) for _ in leaves]
+        from treekit.sharding import match_rules
+
+        specs = flatten(match_rules(batch, self.rules, default=PartitionSpec(self.axis)))[0]
+        return [NamedSharding(self.mesh, spec) for spec in specs]
+
+    def place(self, batch: Any) -> Any:
+        """``batch`` as jax arrays on the mesh (the global batch when there are processes)."""
+        import jax
+
+        leaves, treedef, _ = flatten(batch)
+        if self._shardings is None:
+            self._shardings = self._shardings_of(leaves, batch)
+        if jax.process_count() > 1:
+            make: Any = jax.make_array_from_process_local_data
+            placed = [make(s, x) for s, x in zip(self._shardings, leaves)]
+        else:
+            placed = jax.device_put(leaves, self._shardings)
+        return treedef.unflatten(placed)
+
+    # -- the thread that makes batches ready ahead ------------------------------------------
+    def _work(self) -> None:
+        try:
+            for batch in self.batches:
+                item = (self.place(batch), self.batches.get_state())
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if self._stop.is_set():
+                    return
+            self._queue.put(_END)
+        except BaseException as error:  # re-raised at the caller's next()
+            self._queue.put(_Failed(error))
+
+    def __iter__(self) -> OnMesh:
+        return self
+
+    def __next__(self) -> Any:
+        if self.prefetch == 0:
+            batch = next(self.batches)
+            placed = self.place(batch)
+            self.state = self.batches.get_state()
+            return placed
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._work, name="treekit-prefetch", daemon=True)
+            self._thread.start()
+        item = self._queue.get()
+        if item is _END:
+            self._queue.put(_END)  # (every later next() ends too)
+            raise StopIteration
+        if isinstance(item, _Failed):
+            self._queue.put(item)
+            raise item.error
+        placed, self.state = item
+        return placed
+
+    def get_state(self) -> dict[str, Any]:
+        """The state of the batches handed out (not of those made ready ahead): JSON-able."""
+        return dict(self.state)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Go on from ``state``: the thread stops, and the next batch is the one after it."""
+        self.close()
+        self.batches.set_state(state)
+        self.state = self.batches.get_state()
+
+    def close(self) -> None:
+        """Stop the thread that makes batches ready (the batches after it are read again)."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            while thread.is_alive():
+                try:
+                    self._queue.get(timeout=0.1)
+                except queue.Empty:
+                    pass
+            thread.join()
+            self._queue = queue.Queue(max(self.prefetch, 1))
+            self.batches.set_state(self.state)  # what the thread read ahead is read again
+
+    def __enter__(self) -> OnMesh:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def to_mesh(batches: Any, mesh: Any = None, *, rules: Any = None, axis: str = "data", prefetch: int = 2) -> OnMesh:
+    """Each batch as jax arrays placed on ``mesh``, made ready ``prefetch`` batches ahead.
+
+    >>> import jax
+    >>> import numpy as np
+    >>> from treekit.data import batches, from_iterable
+    >>> rows = [{'x': np.float32(i)} for i in range(8)]
+    >>> with to_mesh(batches(from_iterable(rows), 4)) as it:
+    ...     [isinstance(b['x'], jax.Array) for b in it], it.get_state()['batches']
+    ([True, True], 2)
+
+    Args:
+        batches: ``treekit.data.batches(...)``.
+        mesh: A ``jax.sharding.Mesh``; ``None`` puts every batch on the first device.
+        rules: ``(pattern, spec)`` rules by key path, as :func:`treekit.sharding.match_rules`
+            takes them; leaves no rule matches get ``PartitionSpec(axis)``. By default every
+            leaf is split along its leading (batch) axis over ``axis`` and replicated over the
+            mesh's other axes. The shardings are computed once, for the first batch.
+        axis: The mesh axis the batch dim is split over.
+        prefetch: Batches made ready ahead in one background thread (0: none, in the caller's
+            thread). An error there is raised at the caller's next ``next()``.
+
+    Returns:
+        An iterator of batches of jax arrays, with ``get_state()``, ``set_state()`` and
+        ``close()``; a context manager.
+
+    With several processes (``jax.distributed``), each process's batches are its local rows and
+    every leaf becomes one global array (``jax.make_array_from_process_local_data``).
+
+    The state (:meth:`OnMesh.get_state`) counts the batches handed to the caller, not those made
+    ready ahead: ``set_state`` on a fresh pipeline goes on with exactly the next batch.
+    ``close()``, or leaving a ``with`` block, stops the thread.
+    """
+    return OnMesh(batches, mesh, rules=rules, axis=axis, prefetch=prefetch)

@@ -1,0 +1,211 @@
+"""Parquet as Spark and petastorm write it: files, folders and globs, Hive-style ``key=value/``
+folders (the key a column), row groups as the units a shard reads, read ahead in threads."""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from treekit.data._arrow import check_pad_reshape, columns_to_numpy
+from treekit.data._chunks import Chunk, Source, check_rows
+from treekit.data._plan import Plan, PlannedSource
+
+__all__ = ["ParquetSource", "find_files", "parquet"]
+
+_NEEDS = "treekit.data.parquet needs pyarrow: pip install 'jax-treekit[parquet]'"
+
+
+def _pyarrow_parquet() -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise ImportError(_NEEDS) from exc
+    return pq
+
+
+def _hidden(name: str) -> bool:
+    """Spark's and Hive's files that are no data: ``_SUCCESS``, ``_metadata``, ``.part-0.crc``."""
+    return name.startswith(("_", "."))
+
+
+def find_files(paths: Any) -> list[tuple[str, str]]:
+    """``(file, name relative to its folder)`` for each data file that ``paths`` names, sorted.
+
+    ``paths`` is a file, a folder (walked; hidden and ``_``-prefixed files and folders left
+    out, as Spark and pyarrow leave them out), a glob, or a list of those.
+
+    Raises:
+        FileNotFoundError: If a path names nothing, or all of them name no data file.
+    """
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    found: list[tuple[str, str]] = []
+    for item in items:
+        path = os.fspath(item)
+        matches = sorted(glob.glob(path, recursive=True)) if glob.has_magic(path) else [path]
+        if not matches or not all(os.path.exists(m) for m in matches):
+            raise FileNotFoundError(f"paths: expected files, folders or globs that exist, got {path!r}")
+        for match in matches:
+            if os.path.isfile(match):
+                if not (glob.has_magic(path) and _hidden(os.path.basename(match))):  # a glob's _SUCCESS
+                    found.append((match, os.path.basename(match)))
+                continue
+            for folder, dirs, files in os.walk(match):
+                dirs[:] = sorted(d for d in dirs if not _hidden(d))
+                rel = os.path.relpath(folder, match)
+                kept = [f for f in sorted(files) if not _hidden(f)]
+                found += [(os.path.join(folder, f), os.path.normpath(os.path.join(rel, f))) for f in kept]
+    if not found:
+        raise FileNotFoundError(f"paths: expected Parquet files, found none in {paths!r}")
+    once: dict[str, tuple[str, str]] = {}  # (a file that two paths name is read once)
+    for file, rel in found:
+        once.setdefault(os.path.abspath(file), (file, rel))
+    return list(once.values())
+
+
+def _partitions(files: list[tuple[str, str]]) -> tuple[list[dict[str, str]], dict[str, bool]]:
+    """Each file's Hive-style ``key=value`` folders, and whether each key's values are all ints."""
+    parts = []
+    for _, rel in files:
+        folders = os.path.dirname(rel).split(os.sep) if os.path.dirname(rel) else []
+        parts.append(dict(f.split("=", 1) for f in folders if "=" in f))
+    keys = {k for p in parts for k in p}
+    for k in keys:
+        missing = [rel for (_, rel), p in zip(files, parts) if k not in p]
+        if missing:
+            raise ValueError(f"paths: expected every file under a {k}=... folder, got {missing[0]!r} outside one")
+    ints = {k: all(p[k].lstrip("-").isdigit() for p in parts) for k in keys}
+    return parts, ints
+
+
+class ParquetSource(PlannedSource):
+    """Chunks of Parquet rows, a row group at a time: see :func:`treekit.data.parquet`."""
+
+    def __init__(
+        self, paths: Any, *, columns: Sequence[str] | None, shard: Any, seed: int | None, num_epochs: int | None,
+        pad: Any, reshape: Any, readers: int,
+    ) -> None:
+        pq = _pyarrow_parquet()
+        self.pads, self.shapes = check_pad_reshape(pad, reshape)
+        if type(readers) is not int or readers < 1:
+            raise ValueError(f"readers: expected an int >= 1, got {readers!r}")
+        self.files = find_files(paths)
+        self.parts, self.ints = _partitions(self.files)
+        self.units: list[tuple[int, int]] = []
+        schema = None
+        for i, (path, rel) in enumerate(self.files):
+            try:
+                meta = pq.read_metadata(path)
+            except Exception as exc:
+                raise ValueError(f"{rel}: expected a Parquet file, got one pyarrow cannot read ({exc})") from exc
+            schema = schema or meta.schema.to_arrow_schema()
+            self.units += [(i, g) for g in range(meta.num_row_groups)]
+        assert schema is not None
+        file_columns = list(schema.names)
+        known = file_columns + sorted(self.ints)
+        self.columns = list(columns) if columns is not None else known
+        unknown = [c for c in self.columns if c not in known]
+        if unknown:
+            raise ValueError(f"columns: expected names among {known}, got {unknown}")
+        odd = sorted((set(self.pads) | set(self.shapes)) - set(self.columns))
+        if odd:
+            raise ValueError(f"pad and reshape: expected columns that are read, got {odd}")
+        self.read_columns = [c for c in self.columns if c in file_columns]
+        self.plan = Plan(len(self.units), shard=shard, seed=seed, num_epochs=num_epochs)
+        self.readers = readers
+        self.position: dict[str, Any] = {"epoch": 0, "index": 0}
+
+    def _read(self, position: dict[str, Any], unit: int) -> Chunk:
+        import numpy as np
+
+        file, group = self.units[unit]
+        path, rel = self.files[file]
+        where = f"{rel} row group {group}"
+        handle = _pyarrow_parquet().ParquetFile(path)
+        try:
+            table = handle.read_row_group(group, columns=self.read_columns)
+        finally:
+            handle.close()
+        arrays = columns_to_numpy(table, self.read_columns, self.pads, self.shapes, where)
+        for key, value in self.parts[file].items():
+            if key in self.columns:
+                arrays[key] = np.full(table.num_rows, int(value) if self.ints[key] else value)
+        return check_rows(self.shuffled(arrays, position, unit, table.num_rows), where, dict(position))
+
+    def chunks(self) -> Iterator[Chunk]:
+        units = self.plan.units(self.position)
+        with ThreadPoolExecutor(self.readers, thread_name_prefix="treekit-parquet") as pool:
+            ahead: list[Future[Chunk]] = []
+            try:
+                while True:
+                    while len(ahead) < self.readers:
+                        nxt = next(units, None)
+                        if nxt is None:
+                            break
+                        ahead.append(pool.submit(self._read, *nxt))
+                    if not ahead:
+                        return
+                    chunk = ahead.pop(0).result()
+                    self.read_from(chunk.state)
+                    yield chunk
+            finally:
+                for future in ahead:
+                    future.cancel()
+
+
+def parquet(
+    paths: Any,
+    *,
+    columns: Sequence[str] | None = None,
+    shard: Any = None,
+    seed: int | None = None,
+    num_epochs: int | None = 1,
+    pad: dict[str, int] | None = None,
+    reshape: dict[str, tuple[int, ...]] | None = None,
+    readers: int = 2,
+) -> Source:
+    """A source of Parquet rows, a row group at a time, as a dict of numpy arrays by column.
+
+    >>> import os, tempfile
+    >>> import pyarrow as pa, pyarrow.parquet as pq
+    >>> folder = tempfile.mkdtemp()
+    >>> table = pa.table({'label': list(range(6)), 'tokens': [[1, 2, 3], [4], [], [5, 6], [7], [8]]})
+    >>> pq.write_table(table, os.path.join(folder, 'part-0.parquet'), row_group_size=3)
+    >>> open(os.path.join(folder, '_SUCCESS'), 'w').close()  # as Spark leaves it: not read
+    >>> source = parquet(folder, pad={'tokens': 2})
+    >>> [chunk['tokens'].tolist() for chunk in source]
+    [[[1, 2], [4, 0], [0, 0]], [[5, 6], [7, 0], [8, 0]]]
+
+    Args:
+        paths: A file, a folder (every file below it but hidden and ``_``-prefixed ones, such as
+            Spark's ``_SUCCESS`` and ``.crc`` files), a glob, or a list of those. Hive-style
+            folders (``year=2024/``) give a column of that name (ints where every value is one).
+        columns: The columns to read (partition keys too); all by default.
+        shard: ``(index, count)``: this reader's share of the row groups (shards are disjoint and
+            cover them all); ``'process'`` for ``(jax.process_index(), jax.process_count())``.
+        seed: Shuffles the order of row groups and of the rows in each, differently each epoch;
+            ``None`` reads them as stored.
+        num_epochs: How many times to read the data; ``None`` for ever.
+        pad: ``{column: length}``: a column of lists padded with zeros or truncated to that
+            length, with a ``<column>_len`` column of the lengths kept.
+        reshape: ``{column: shape}``: a column of lists (one flat image a row) as arrays of that
+            shape, after one check that every row has that many values.
+        readers: Row groups read at once, in threads (pyarrow reads without the GIL).
+
+    Returns:
+        The source: iterate it for its chunks, or give it to :func:`treekit.data.batches`.
+
+    Nothing from the dataset is ever unpickled (petastorm's ``Unischema`` codecs are not
+    read): columns are plain Parquet types.
+
+    Raises:
+        ImportError: Without pyarrow (``pip install 'jax-treekit[parquet]'``).
+        FileNotFoundError: If ``paths`` names no file.
+        ValueError: For an unknown column, a file pyarrow cannot read, and when reading, a null,
+            or a ragged list column without ``pad``: named with its file, row group and rows.
+    """
+    return ParquetSource(
+        paths, columns=columns, shard=shard, seed=seed, num_epochs=num_epochs, pad=pad, reshape=reshape, readers=readers
+    )
