@@ -125,10 +125,11 @@ def test_chunks_with_rows_of_another_shape_are_named() -> None:
         list(data.batches(data.from_iterable(chunks, chunks=True), 3))
 
 
-def test_chunks_of_another_structure_are_named() -> None:
+@pytest.mark.parametrize("window", [0, 10])
+def test_chunks_of_another_structure_are_named(window: int) -> None:
     chunks = [{"x": np.zeros(2)}, {"y": np.zeros(2)}]
     with pytest.raises(ValueError, match=r"chunk \(chunk 1\): expected the structure of the chunks before"):
-        list(data.batches(data.from_iterable(chunks, chunks=True), 3))
+        list(data.batches(data.from_iterable(chunks, chunks=True), 3, shuffle_buffer=window))
 
 
 def test_bad_arguments_are_named() -> None:

@@ -85,7 +85,12 @@ class Batches:
         the anchor that reads it again; the first one's first ``state['skip']`` rows left out."""
         self.source.set_state(state["source"])
         skipped, skip = state["skipped"] - state["recount"], state["skip"]
+        first = None
         for chunk in self.source.chunks():
+            if first is None:
+                first = chunk
+            else:
+                _check_alike(chunk, first)
             anchor = {"source": chunk.state, "skip": 0, "skipped": skipped}
             chunk, bad = cast_leaves(chunk, self.spec, self.cast, self.on_bad_row)
             skipped += bad
@@ -180,18 +185,6 @@ class Batches:
         piece = next(pieces, None)
         if piece is None:
             return False
-        if pending and piece.chunk.treedef != pending[0].chunk.treedef:
-            raise StructureMismatchError(
-                f"chunk ({piece.chunk.where})", (), f"the structure of the chunks before, {pending[0].chunk.treedef}",
-                str(piece.chunk.treedef),
-            )
-        if pending:
-            for path, leaf, before in zip(piece.chunk.paths, piece.chunk.leaves, pending[0].chunk.leaves):
-                if leaf.shape[1:] != before.shape[1:]:
-                    raise ValueError(
-                        f"chunk{keystr(path)} ({piece.chunk.where}): expected rows of shape {before.shape[1:]}, as in "
-                        f"{pending[0].chunk.where}, got rows of shape {leaf.shape[1:]}"
-                    )
         pending.append(piece)
         return True
 
@@ -207,6 +200,20 @@ class Batches:
             return {"source": anchor["source"], "skip": anchor["skip"], "window": anchor["window"],
                     "offset": piece.start, **counts}
         return {"source": anchor["source"], "skip": piece.start, "window": 0, "offset": 0, **counts}
+
+
+def _check_alike(chunk: Chunk, first: Chunk) -> None:
+    """Raise unless ``chunk``'s rows have ``first``'s structure and trailing shapes (they are batched together)."""
+    if chunk.treedef != first.treedef:
+        raise StructureMismatchError(
+            f"chunk ({chunk.where})", (), f"the structure of the chunks before, {first.treedef}", str(chunk.treedef)
+        )
+    for path, leaf, before in zip(chunk.paths, chunk.leaves, first.leaves):
+        if leaf.shape[1:] != before.shape[1:]:
+            raise ValueError(
+                f"chunk{keystr(path)} ({chunk.where}): expected rows of shape {before.shape[1:]}, as in "
+                f"{first.where}, got rows of shape {leaf.shape[1:]}"
+            )
 
 
 def _padded(batch: Any, leaves: list[Any], first: Chunk, size: int, batch_size: int) -> Any:
