@@ -5,6 +5,8 @@ errors; datasets' feature dtypes kept; any iterable, with its own state or a cou
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +61,35 @@ def test_a_spark_folder_reads_every_row_with_its_partition(tmp_path: Path) -> No
     lengths = first["tokens_len"]
     for row, n in zip(first["tokens"], lengths):
         assert row.tolist() == list(range(n)) + [0] * (4 - n)
+
+
+def test_a_folder_that_spark_wrote(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None:
+        pytest.skip("pyspark needs Java")
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1").getOrCreate()
+    )
+    try:
+        rows = [(i, i % 3, list(range(i % 5)), bytes([i % 256] * 12)) for i in range(50)]
+        frame = spark.createDataFrame(rows, "index long, split int, tokens array<int>, image binary")
+        frame.repartition(2).write.partitionBy("split").parquet(str(tmp_path / "out"))
+    finally:
+        spark.stop()
+    names = {name for _, _, files in os.walk(tmp_path / "out") for name in files}
+    assert "_SUCCESS" in names and any(name.endswith(".crc") for name in names)  # (what is not read)
+    chunks = list(data.parquet(tmp_path / "out", reshape={"image": (3, 4)}, pad={"tokens": 3}))
+    assert sorted(int(i) for c in chunks for i in c["index"]) == list(range(50))
+    for c in chunks:
+        assert c["image"].dtype == np.uint8 and c["image"].shape[1:] == (3, 4)
+        assert (c["image"] == (c["index"] % 256).astype(np.uint8)[:, None, None]).all()
+        assert (c["split"] == c["index"] % 3).all() and c["split"].dtype == np.int64
+        assert (c["tokens_len"] == np.minimum(c["index"] % 5, 3)).all()
+    shards = [indices(data.parquet(tmp_path / "out", columns=["index"], shard=(k, 2))) for k in (0, 1)]
+    assert sorted(shards[0] + shards[1]) == list(range(50)) and not set(shards[0]) & set(shards[1])
 
 
 def test_pad_truncates_long_lists(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Arrow columns as numpy arrays of rows, vectorized: numbers and strings as they are (a
 ``uint8`` column stays uint8), list columns of one length per level as fixed dims, ragged
 ones padded or truncated to ``pad`` (with a ``<name>_len`` column), or reshaped to
-``reshape``; a ragged column without either, or a null, is an error naming it and its rows."""
+``reshape`` (a binary column too, as uint8: raw image bytes); a ragged column without either,
+or a null, is an error naming it and its rows."""
 
 from __future__ import annotations
 
@@ -44,6 +45,21 @@ def _numpy(array: Any, name: str, where: str) -> Any:
         nulls = np.flatnonzero(np.asarray(array.is_null()))
         raise ValueError(f"column {name!r} ({where}): expected no nulls, got {len(nulls)}, at {_rows_text(nulls)}")
     return array.to_numpy(zero_copy_only=False)
+
+
+def _bytes(array: Any, name: str, where: str) -> tuple[Any, list[Any]]:
+    """A binary column (raw bytes a row, as Spark's ``binary``) as uint8 values and row lengths."""
+    import numpy as np
+    import pyarrow as pa
+
+    if array.null_count:
+        nulls = np.flatnonzero(np.asarray(array.is_null()))
+        raise ValueError(f"column {name!r} ({where}): expected no nulls, got {len(nulls)}, at {_rows_text(nulls)}")
+    width = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    _, offsets, data = array.buffers()
+    offsets = np.frombuffer(offsets, width)[array.offset : array.offset + len(array) + 1]
+    values = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return pa.array(values[offsets[0] : offsets[-1]]), [np.diff(offsets)]
 
 
 def _lengths(array: Any) -> Any:
@@ -160,7 +176,11 @@ def columns_to_numpy(
         array = table.column(name).combine_chunks()
         if isinstance(array, pa.ExtensionArray):  # HF datasets' ArrayND: its storage holds the lists
             array = array.storage
-        values, levels = _unlist(array, name, where, rows)
+        raw = pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)
+        if raw and (name in pads or name in shapes):
+            values, levels = _bytes(array, name, where)
+        else:
+            values, levels = _unlist(array, name, where, rows)
         if name in pads:
             if len(levels) != 1:
                 raise ValueError(f"pad[{name!r}] ({where}): expected a column of lists of values, got {array.type}")

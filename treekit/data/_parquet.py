@@ -190,8 +190,9 @@ def parquet(
         num_epochs: How many times to read the data; ``None`` for ever.
         pad: ``{column: length}``: a column of lists padded with zeros or truncated to that
             length, with a ``<column>_len`` column of the lengths kept.
-        reshape: ``{column: shape}``: a column of lists (one flat image a row) as arrays of that
-            shape, after one check that every row has that many values.
+        reshape: ``{column: shape}``: a column of lists (one flat image a row), or of raw bytes
+            (Spark's ``binary``, as uint8), as arrays of that shape, after one check that every
+            row has that many values.
         readers: Row groups read at once, in threads (pyarrow reads without the GIL).
 
     Returns:
