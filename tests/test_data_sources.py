@@ -247,6 +247,26 @@ def test_examples_of_other_shapes_are_named() -> None:
         list(data.from_iterable(examples))
 
 
+def test_a_grain_iterator_resumes_through_its_own_state() -> None:
+    grain = pytest.importorskip("grain")
+    dataset = grain.MapDataset.source([{"x": np.full(2, i)} for i in range(600)]).to_iter_dataset()
+
+    def pipeline() -> tuple[Any, data.Batches]:
+        reader = iter(dataset)
+        return reader, data.batches(data.from_iterable(reader), 100)
+
+    whole = [b["x"][:, 0].tolist() for b in pipeline()[1]]
+    assert [i for b in whole for i in b] == list(range(600))
+    _, first = pipeline()
+    for _ in range(3):
+        next(first)
+    state = json.loads(json.dumps(first.get_state()))
+    assert "state" in state["source"]  # grain's own state, not a count
+    _, again = pipeline()
+    again.set_state(state)
+    assert [b["x"][:, 0].tolist() for b in again] == whole[3:]
+
+
 def test_an_iterable_with_a_state_of_its_own_keeps_it() -> None:
     class Reader:  # a grain DatasetIterator's shape: iterates, and has get_state / set_state
         def __init__(self) -> None:
