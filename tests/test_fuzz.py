@@ -128,6 +128,15 @@ def _save_load(g: Garbage) -> Any:
         return tk.load(path, like=g.pick(None, g.tree, g.other()), mmap=g.pick(False, True))
 
 
+def _manager(g: Garbage) -> Any:
+    """A garbage tree (and garbage metrics) through a CheckpointManager, async or not, and back."""
+    with tempfile.TemporaryDirectory() as tmp:
+        with tk.CheckpointManager(tmp, async_save=g.pick(False, True), best=g.pick(None, "loss")) as manager:
+            manager.save(g.pick(0, 7), g.tree, metrics=g.pick(None, {"loss": g.scalar()}, {"loss": g.tree}))
+            manager.wait()
+            return manager.restore(like=g.pick(None, g.tree)), manager.best_step()
+
+
 def _metadata_and_one_leaf(g: Garbage) -> Any:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "tree.safetensors"
@@ -201,6 +210,7 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     "treekit.is_tree_node": lambda g: tk.is_tree_node(g.pick(type(g.tree), g.tree, g.value())),
     "treekit.keystr": lambda g: tk.keystr(g.keypath(), simple=g.pick(False, True), separator=g.pick("", "/", 0)),
     "treekit.load": _save_load,
+    "treekit.CheckpointManager": _manager,
     "treekit.load_leaf": _metadata_and_one_leaf,
     "treekit.metadata": _metadata_and_one_leaf,
     "treekit.save": _save_load,

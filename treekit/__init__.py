@@ -113,6 +113,7 @@ from treekit.ops import treedef_is_strict_leaf as treedef_is_strict_leaf
 from treekit.ops import treedef_tuple as treedef_tuple
 
 if _typing.TYPE_CHECKING:
+    from treekit.checkpoint import CheckpointManager as CheckpointManager
     from treekit.checkpoint import PickleRefused as PickleRefused
     from treekit.checkpoint import load as load
     from treekit.checkpoint import load_leaf as load_leaf
@@ -131,7 +132,7 @@ if _typing.TYPE_CHECKING:
 __getattr__, __dir__ = _lazy_names(
     __name__,
     {
-        "checkpoint": ["PickleRefused", "load", "load_leaf", "metadata", "save"],
+        "checkpoint": ["CheckpointManager", "PickleRefused", "load", "load_leaf", "metadata", "save"],
         "params": [
             "combine", "is_array", "is_inexact_array", "partition", "tree_random_like", "tree_stack", "tree_unstack"
         ],
@@ -142,6 +143,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "ANY",
+    "CheckpointManager",
     "NON_ARRAY",
     "DictKey",
     "Difference",

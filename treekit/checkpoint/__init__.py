@@ -1,6 +1,6 @@
-# Lives here: _io.py (the public functions), _saved.py (the structure record), _restore.py (into
-# like=), _npz.py, _safetensors.py, _shards.py (arrays saved shard by shard), _atomic.py,
-# _progress.py.
+# Lives here: _io.py (the public functions), _manager.py (CheckpointManager), _saved.py (the
+# structure record), _restore.py (into like=), _npz.py, _safetensors.py, _shards.py (arrays
+# saved shard by shard), _atomic.py, _progress.py.
 # May import: core, ops, sharding, checks. Start at _io.py.
 """Checkpoints: save, load, load_leaf and metadata over .npz and .safetensors files."""
 
@@ -8,4 +8,5 @@ from treekit.checkpoint._io import load as load
 from treekit.checkpoint._io import load_leaf as load_leaf
 from treekit.checkpoint._io import metadata as metadata
 from treekit.checkpoint._io import save as save
+from treekit.checkpoint._manager import CheckpointManager as CheckpointManager
 from treekit.checkpoint._npz import PickleRefused as PickleRefused

@@ -1,0 +1,307 @@
+"""A checkpoint manager for a training loop: steps saved in folders of their own, each visible
+only once complete, kept by rules (the newest, every n-th, the best by a metric), found again
+(latest, best), written in a background thread after a snapshot off the devices."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import shutil
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from treekit.checkpoint._io import load, metadata, save
+from treekit.core import is_key_dtype, leaves
+from treekit.ops import tree_map
+
+__all__ = ["CheckpointManager"]
+
+_STEP = re.compile(r"step_(\d{8,})")
+_TEMP = re.compile(r"\.treekit-step_(\d{8,})\.(tmp|old)")  # a step being written, or deleted
+_TREE, _INFO = "tree.safetensors", "step.json"
+_WRITER = "treekit.CheckpointManager"
+
+
+def _fsync_folder(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _snapshot(tree: Any) -> Any:
+    """``tree`` with every array copied to the host: the caller may then change or donate its
+    arrays. All of a tree's device-to-host copies are started before the first is awaited."""
+    import numpy as np
+
+    def start(x: Any) -> Any:
+        if hasattr(x, "copy_to_host_async") and getattr(x, "is_fully_addressable", True):
+            x.copy_to_host_async()
+        return x
+
+    def copy(x: Any) -> Any:
+        if isinstance(x, np.ndarray) or isinstance(x, np.generic):
+            return np.array(x, copy=True)
+        if hasattr(x, "copy_to_host_async"):  # a jax.Array
+            if is_key_dtype(x.dtype):  # a typed PRNG key: a copy of its data, made a key again
+                import jax
+
+                wrap: Any = jax.random.wrap_key_data
+                return wrap(np.asarray(jax.random.key_data(x)), impl=jax.random.key_impl(x))
+            return np.asarray(x)
+        return x
+
+    return tree_map(copy, tree_map(start, tree))
+
+
+def _can_snapshot(tree: Any) -> bool:
+    """Whether every array of ``tree`` is this process's whole (not one process's part of a global one)."""
+    return all(getattr(x, "is_fully_addressable", True) for x in leaves(tree))
+
+
+class CheckpointManager:
+    """Steps of a training run saved under ``directory``, kept by rules, restored by number.
+
+    >>> import numpy as np, tempfile
+    >>> with CheckpointManager(tempfile.mkdtemp(), keep=2) as manager:
+    ...     for step in range(4):
+    ...         _ = manager.save(step, {'w': np.full(3, step, np.float32), 'step': step})
+    ...     manager.wait()
+    ...     manager.steps(), manager.latest_step(), manager.restore()['w'].tolist()
+    ([2, 3], 3, [3.0, 3.0, 3.0])
+
+    Each step is a folder ``step_00000012`` holding ``tree.safetensors`` (:func:`treekit.save`'s
+    file) and ``step.json`` (the step, its metrics, when it was saved). It is written under a
+    temporary name, its files and the folder fsynced, then renamed: :meth:`steps` never lists a
+    partial step, and a save killed half-way leaves the steps before it as they were; opening a
+    manager removes what killed saves left. Old steps are deleted only after the new one is
+    complete, and only steps this manager's kind wrote (with its ``step.json``).
+
+    Args:
+        directory: The folder of the steps (made if missing).
+        keep: How many of the newest steps to keep (``None``: all).
+        keep_every: Also keep every step that is a multiple of this.
+        best: A metric's name: also keep the ``keep`` best steps by ``metrics[best]``.
+        mode: ``'min'`` or ``'max'``: which values of ``best`` are better.
+        save_every: :meth:`save` saves only steps that are multiples of this (unless forced).
+        async_save: Write in a background thread: :meth:`save` returns once the tree's arrays
+            are copied to the host.
+
+    Raises:
+        ValueError: For a bad argument.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        keep: int | None = 3,
+        keep_every: int | None = None,
+        best: str | None = None,
+        mode: str = "min",
+        save_every: int | None = None,
+        async_save: bool = True,
+    ) -> None:
+        for name, value in (("keep", keep), ("keep_every", keep_every), ("save_every", save_every)):
+            if value is not None and (type(value) is not int or value < 1):
+                raise ValueError(f"{name}: expected an int >= 1 or None, got {value!r}")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode: expected 'min' or 'max', got {mode!r}")
+        self.directory = os.path.abspath(os.fspath(directory))
+        self.keep, self.keep_every, self.best, self.mode = keep, keep_every, best, mode
+        self.save_every, self.async_save = save_every, async_save
+        os.makedirs(self.directory, exist_ok=True)
+        for name in os.listdir(self.directory):  # what saves that were killed left
+            if _TEMP.fullmatch(name):
+                shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._lock = threading.Lock()
+        atexit.register(_wait_at_exit, weakref.ref(self))
+
+    # -- finding steps ------------------------------------------------------------------------
+    def _folder(self, step: int) -> str:
+        return os.path.join(self.directory, f"step_{step:08d}")
+
+    def _info(self, step: int) -> dict[str, Any]:
+        with open(os.path.join(self._folder(step), _INFO), encoding="utf-8") as f:
+            info: dict[str, Any] = json.load(f)
+        return info
+
+    def steps(self) -> list[int]:
+        """The complete steps, oldest first."""
+        found = []
+        for name in os.listdir(self.directory):
+            match = _STEP.fullmatch(name)
+            if match and os.path.isfile(os.path.join(self.directory, name, _INFO)):
+                found.append(int(match.group(1)))
+        return sorted(found)
+
+    def latest_step(self) -> int | None:
+        """The newest complete step, or ``None``."""
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def best_step(self) -> int | None:
+        """The complete step with the best ``metrics[best]``, or ``None`` (no ``best``, no step)."""
+        ranked = self._ranked(self.steps())
+        return ranked[0] if ranked else None
+
+    def _ranked(self, steps: list[int]) -> list[int]:
+        """``steps`` that have the ``best`` metric, best first (ties: the newer first)."""
+        if self.best is None:
+            return []
+        scored = []
+        for step in steps:
+            value = self._info(step).get("metrics", {}).get(self.best)
+            if isinstance(value, (int, float)):
+                scored.append((value if self.mode == "min" else -value, -step))
+        return [-step for _, step in sorted(scored)]
+
+    def metadata(self, step: int) -> dict[str, Any]:
+        """Step ``step``'s record: ``{'step', 'metrics', 'saved_at', 'tree'}``, ``tree`` with
+        :class:`treekit.ShapeDtype` leaves for its arrays (from the file's header alone)."""
+        self.wait()
+        info = self._info(step)
+        return {**info, "tree": metadata(os.path.join(self._folder(step), _TREE))}
+
+    # -- saving and restoring --------------------------------------------------------------
+    def save(self, step: int, tree: Any, *, metrics: Mapping[str, Any] | None = None, force: bool = False) -> bool:
+        """Save ``tree`` as step ``step``; ``False`` where ``save_every`` skips it.
+
+        With ``async_save``, returns once ``tree``'s arrays are copied to the host (the caller
+        may change or donate them then) and writes in a background thread; the next
+        ``save``, ``wait``, ``restore`` or ``close`` waits for it and raises its error.
+
+        Raises:
+            ValueError: For a step that is saved already, or not an int >= 0.
+            TypeError: For metrics that JSON cannot hold (a numpy scalar: pass ``float(loss)``).
+        """
+        if type(step) is not int or step < 0:
+            raise ValueError(f"step: expected an int >= 0, got {step!r}")
+        if not force and self.save_every is not None and step % self.save_every:
+            return False
+        self.wait()
+        if step in self.steps():
+            raise ValueError(f"step: expected a step not saved yet, got {step} ({self._folder(step)} exists)")
+        info = {"step": step, "metrics": dict(metrics or {}), "saved_at": time.time(), "written_by": _WRITER}
+        try:
+            json.dumps(info)  # (in the caller's thread, before anything is written)
+        except (TypeError, ValueError) as exc:
+            expected = "a dict of JSON values (numbers, strings, lists)"
+            raise TypeError(f"metrics: expected {expected}, got {metrics!r:.80}") from exc
+        if self.async_save and _can_snapshot(tree):
+            host = _snapshot(tree)
+            self._thread = threading.Thread(target=self._write_noted, args=(step, host, info), name="treekit-save")
+            self._thread.start()
+        else:
+            self._write(step, tree, info)
+        return True
+
+    def _write_noted(self, step: int, tree: Any, info: dict[str, Any]) -> None:
+        try:
+            self._write(step, tree, info)
+        except BaseException as error:  # raised at the caller's next save, wait, restore or close
+            self._error = error
+
+    def _write(self, step: int, tree: Any, info: dict[str, Any]) -> None:
+        temp = os.path.join(self.directory, f".treekit-step_{step:08d}.tmp")
+        shutil.rmtree(temp, ignore_errors=True)
+        os.makedirs(temp)
+        try:
+            save(os.path.join(temp, _TREE), tree)
+            with open(os.path.join(temp, _INFO), "w", encoding="utf-8") as f:
+                json.dump(info, f)
+                f.flush()
+                os.fsync(f.fileno())
+            _fsync_folder(temp)
+            os.rename(temp, self._folder(step))
+            _fsync_folder(self.directory)
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        self._retain()
+
+    def _retain(self) -> None:
+        """Delete the steps the rules do not keep (only complete steps a manager wrote)."""
+        steps = self.steps()
+        if self.keep is None:
+            return
+        kept = set(steps[-self.keep :])
+        if self.keep_every is not None:
+            kept |= {s for s in steps if s % self.keep_every == 0}
+        kept |= set(self._ranked(steps)[: self.keep])
+        for step in steps:
+            if step not in kept and self._info(step).get("written_by") == _WRITER:
+                # renamed first: a step is never listed half-deleted (a kill leaves the .old folder)
+                old = os.path.join(self.directory, f".treekit-step_{step:08d}.old")
+                os.rename(self._folder(step), old)
+                shutil.rmtree(old, ignore_errors=True)
+
+    def wait(self) -> None:
+        """Wait for the write in the background, if any; raise its error."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            if thread is not None:
+                thread.join()
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def restore(
+        self, step: int | None = None, *, like: Any = None, shardings: Any = None, rules: Any = None, mesh: Any = None
+    ) -> Any:
+        """Step ``step``'s tree (the latest by default), as :func:`treekit.load` reads it.
+
+        Args:
+            step: The step; ``None`` for the latest.
+            like: A template to restore into (:func:`treekit.load`'s ``like``).
+            shardings: Shardings to place the arrays with (:func:`treekit.load`'s).
+            rules: With ``mesh``: sharding rules by key path (:func:`treekit.sharding.shardings`),
+                applied to the saved tree's metadata.
+            mesh: The mesh ``rules`` place onto.
+
+        Returns:
+            The tree.
+
+        Raises:
+            FileNotFoundError: If there is no such step (or no step at all).
+        """
+        self.wait()
+        if step is None:
+            step = self.latest_step()
+            if step is None:
+                raise FileNotFoundError(f"{self.directory}: expected a saved step, found none")
+        elif step not in self.steps():
+            raise FileNotFoundError(f"step: expected one of the saved steps {self.steps()}, got {step}")
+        path = os.path.join(self._folder(step), _TREE)
+        if rules is not None:
+            if mesh is None:
+                raise ValueError("rules: expected a mesh too (mesh=...)")
+            from treekit.sharding import shardings as make_shardings
+
+            shardings = make_shardings(metadata(path), mesh, rules)
+        return load(path, like, shardings=shardings)
+
+    def close(self) -> None:
+        """Wait for the write in the background (and raise its error)."""
+        self.wait()
+
+    def __enter__(self) -> CheckpointManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _wait_at_exit(ref: weakref.ReferenceType[CheckpointManager]) -> None:
+    """At exit, finish a write in the background: nothing saved is lost."""
+    manager = ref()
+    if manager is not None and manager._thread is not None:
+        manager._thread.join()
