@@ -180,7 +180,8 @@ class CheckpointManager:
         ``save``, ``wait``, ``restore`` or ``close`` waits for it and raises its error.
 
         Raises:
-            ValueError: For a step that is saved already, or not an int >= 0.
+            ValueError: For a step that is saved already, or not an int >= 0, or a tree holding
+                an array sharded across processes (the manager saves from one process).
             TypeError: For metrics that JSON cannot hold (a numpy scalar: pass ``float(loss)``).
         """
         if type(step) is not int or step < 0:
@@ -196,7 +197,12 @@ class CheckpointManager:
         except (TypeError, ValueError) as exc:
             expected = "a dict of JSON values (numbers, strings, lists)"
             raise TypeError(f"metrics: expected {expected}, got {metrics!r:.80}") from exc
-        if self.async_save and _can_snapshot(tree):
+        if not _can_snapshot(tree):
+            raise ValueError(
+                "tree: expected arrays this process holds whole, got an array sharded across processes\n"
+                "the manager saves from one process: call treekit.save(path, tree) in every process instead"
+            )
+        if self.async_save:
             host = _snapshot(tree)
             self._thread = threading.Thread(target=self._write_noted, args=(step, host, info), name="treekit-save")
             self._thread.start()
