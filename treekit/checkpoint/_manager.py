@@ -16,8 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from treekit.checkpoint._io import load, metadata, save
-from treekit.core import is_key_dtype, leaves
-from treekit.ops import tree_map
+from treekit.core import flatten, is_key_dtype
 
 __all__ = ["CheckpointManager"]
 
@@ -35,15 +34,14 @@ def _fsync_folder(path: str) -> None:
         os.close(fd)
 
 
-def _snapshot(tree: Any) -> Any:
-    """``tree`` with every array copied to the host: the caller may then change or donate its
-    arrays. All of a tree's device-to-host copies are started before the first is awaited."""
+def _snapshot(leaves: list[Any]) -> list[Any]:
+    """``leaves`` with every array copied to the host: the caller may then change or donate its
+    arrays. All the device-to-host copies are started before the first is awaited."""
     import numpy as np
 
-    def start(x: Any) -> Any:
-        if hasattr(x, "copy_to_host_async") and getattr(x, "is_fully_addressable", True):
+    for x in leaves:
+        if hasattr(x, "copy_to_host_async"):
             x.copy_to_host_async()
-        return x
 
     def copy(x: Any) -> Any:
         if isinstance(x, np.ndarray) or isinstance(x, np.generic):
@@ -57,12 +55,7 @@ def _snapshot(tree: Any) -> Any:
             return np.asarray(x)
         return x
 
-    return tree_map(copy, tree_map(start, tree))
-
-
-def _can_snapshot(tree: Any) -> bool:
-    """Whether every array of ``tree`` is this process's whole (not one process's part of a global one)."""
-    return all(getattr(x, "is_fully_addressable", True) for x in leaves(tree))
+    return [copy(x) for x in leaves]
 
 
 class CheckpointManager:
@@ -197,13 +190,14 @@ class CheckpointManager:
         except (TypeError, ValueError) as exc:
             expected = "a dict of JSON values (numbers, strings, lists)"
             raise TypeError(f"metrics: expected {expected}, got {metrics!r:.80}") from exc
-        if not _can_snapshot(tree):
+        leaves, treedef, _ = flatten(tree)
+        if not all(getattr(x, "is_fully_addressable", True) for x in leaves):  # (one process's part only)
             raise ValueError(
                 "tree: expected arrays this process holds whole, got an array sharded across processes\n"
                 "the manager saves from one process: call treekit.save(path, tree) in every process instead"
             )
         if self.async_save:
-            host = _snapshot(tree)
+            host = treedef.unflatten(_snapshot(leaves))
             self._thread = threading.Thread(target=self._write_noted, args=(step, host, info), name="treekit-save")
             self._thread.start()
         else:

@@ -37,13 +37,18 @@ def _rows_text(rows: Any, values: Any = None, limit: int = 5) -> str:
     return text
 
 
-def _numpy(array: Any, name: str, where: str) -> Any:
-    """A flat Arrow array of values (no lists) as numpy; nulls are an error naming the rows."""
+def _no_nulls(array: Any, name: str, where: str) -> None:
+    """Raise, naming the rows, if the Arrow ``array`` holds a null."""
     import numpy as np
 
     if array.null_count:
         nulls = np.flatnonzero(np.asarray(array.is_null()))
         raise ValueError(f"column {name!r} ({where}): expected no nulls, got {len(nulls)}, at {_rows_text(nulls)}")
+
+
+def _numpy(array: Any, name: str, where: str) -> Any:
+    """A flat Arrow array of values (no lists) as numpy; nulls are an error naming the rows."""
+    _no_nulls(array, name, where)
     return array.to_numpy(zero_copy_only=False)
 
 
@@ -52,9 +57,7 @@ def _bytes(array: Any, name: str, where: str) -> tuple[Any, list[Any]]:
     import numpy as np
     import pyarrow as pa
 
-    if array.null_count:
-        nulls = np.flatnonzero(np.asarray(array.is_null()))
-        raise ValueError(f"column {name!r} ({where}): expected no nulls, got {len(nulls)}, at {_rows_text(nulls)}")
+    _no_nulls(array, name, where)
     width = np.int64 if pa.types.is_large_binary(array.type) else np.int32
     _, offsets, data = array.buffers()
     offsets = np.frombuffer(offsets, width)[array.offset : array.offset + len(array) + 1]
@@ -74,14 +77,11 @@ def _lengths(array: Any) -> Any:
 
 def _unlist(array: Any, name: str, where: str, rows: int) -> tuple[Any, list[Any]]:
     """A list column flattened level by level: (the values, each level's per-element lengths)."""
-    import numpy as np
     import pyarrow as pa
 
     levels = []
     while pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type):
-        if array.null_count:
-            nulls = np.flatnonzero(np.asarray(array.is_null()))
-            raise ValueError(f"column {name!r} ({where}): expected no null lists, got nulls at {_rows_text(nulls)}")
+        _no_nulls(array, name, where)
         levels.append(_lengths(array))
         array = array.flatten()
         if isinstance(array, pa.ExtensionArray):

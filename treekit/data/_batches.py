@@ -152,9 +152,11 @@ class Batches:
             if size == 0 or (size < self.batch_size and self.drop_remainder and not self.pad_remainder):
                 return
             parts: list[tuple[Chunk, int, int]] = []
-            while size > sum(b - a for _, a, b in parts):
+            taken = 0
+            while taken < size:
                 piece = pending[0]
-                take = min(piece.chunk.rows - piece.start, size - sum(b - a for _, a, b in parts))
+                take = min(piece.chunk.rows - piece.start, size - taken)
+                taken += take
                 parts.append((piece.chunk, piece.start, piece.start + take))
                 piece.start += take
                 if piece.start == piece.chunk.rows:
