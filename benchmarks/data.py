@@ -14,10 +14,13 @@ extra): grain (``ParquetIterDataset``, a map that pads, ``batch``), petastorm
 reshaping: a floor for reading). The median of ``--repeat`` runs of each; ratios are what to
 compare (this machine is shared).
 
-``--device`` times a jitted step of a small model per batch on the first device (a TPU where
-there is one), fed three ways: synchronously (batch, then ``device_put``, then the step),
-through ``to_mesh(prefetch=2)``, and the step alone on one batch in place; and the Parquet
-source with ``readers`` threads alone.
+``--device`` times the Parquet source with ``readers`` threads alone (the load time of a
+batch), then, for each ``--hidden`` width, a jitted step of an MLP per batch on the first
+device (a TPU where there is one), fed three ways: synchronously (batch, then ``device_put``,
+then the step), through ``to_mesh`` with ``prefetch`` 0 and 2, and the step alone on one batch
+in place. Each loop's time is given over the step alone and over the ideal: the longer of the
+steps alone and the loads alone (a loader that hides all its work behind the steps, or the
+reverse). Every signature the loops meet compiles before the timing.
 """
 
 from __future__ import annotations
@@ -223,10 +226,33 @@ def device(args: argparse.Namespace) -> dict[str, Any]:
     from treekit import data
 
     path = make_file(args.folder, args.rows)
+
+    def source() -> Any:
+        return data.batches(data.parquet(path, pad={"tokens": PAD}, reshape={"image": SHAPE}, readers=args.readers),
+                            BATCH, spec=spec())
+
+    def source_rate() -> float:
+        start = time.perf_counter()
+        rows = sum(len(b["label"]) for b in source())
+        return rows / (time.perf_counter() - start)
+
+    source_rate()  # (a warm-up: the file in the page cache)
+    rates = [source_rate() for _ in range(3)]
+    results: dict[str, Any] = {"device": str(jax.devices()[0]), "jax": jax.__version__, "readers": args.readers,
+                               "source_rows_per_s": statistics.median(rates), "source_rates": rates}
+    print(f"source alone, {args.readers} readers: {[round(r) for r in rates]} rows/s", flush=True)
+    for hidden in args.hidden:
+        results[f"hidden {hidden}"] = one_model(jax, jnp, data, source, hidden, args.rows // BATCH,
+                                                 BATCH / results["source_rows_per_s"])
+    return results
+
+
+def one_model(jax: Any, jnp: Any, data: Any, source: Any, hidden: int, count: int, load_s: float) -> dict[str, Any]:
+    """The loop around one MLP's step (its width sets the step's length), fed three ways."""
     rng = np.random.default_rng(0)
-    sizes = [int(np.prod(SHAPE)), args.hidden, args.hidden, 10]
-    layers = [(rng.normal(size=(a, b)) / np.sqrt(a)).astype(np.float32) for a, b in itertools.pairwise(sizes)]
-    w = jax.device_put(layers)
+    sizes = [int(np.prod(SHAPE)), hidden, hidden, 10]
+    w = jax.device_put([(rng.normal(size=(a, b)) / np.sqrt(a)).astype(np.float32)
+                        for a, b in itertools.pairwise(sizes)])
 
     @jax.jit
     def step(w: Any, batch: dict[str, Any]) -> Any:  # an MLP's forward and backward pass, and an SGD step
@@ -239,30 +265,25 @@ def device(args: argparse.Namespace) -> dict[str, Any]:
 
         return jax.tree.map(lambda p, g: p - 1e-3 * g, w, jax.grad(loss)(w))
 
-    def source() -> Any:
-        return data.batches(data.parquet(path, pad={"tokens": PAD}, reshape={"image": SHAPE}, readers=args.readers),
-                            BATCH, spec=spec())
-
-    first = next(iter(source()))
-    placed = jax.device_put(first)
-    jax.block_until_ready(step(w, placed))
-    with data.to_mesh(source(), prefetch=0) as warm:  # (committed arrays: the step compiles once more)
-        jax.block_until_ready(step(w, next(warm)))
-    count = args.rows // BATCH
+    placed = jax.device_put(next(iter(source())))
+    with data.to_mesh(source(), prefetch=0) as warm:  # every signature the loops meet compiles here:
+        committed = next(warm)  # arrays placed on a named device are committed, a step's outputs too
+        jax.block_until_ready(step(step(w, placed), placed))
+        jax.block_until_ready(step(step(w, committed), committed))
     start = time.perf_counter()
     out = w
     for _ in range(count):
         out = step(out, placed)
     jax.block_until_ready(out)
     alone = time.perf_counter() - start
-    results: dict[str, Any] = {"device": str(jax.devices()[0]), "hidden": args.hidden, "readers": args.readers,
-                               "batches": count, "step_ms": 1000 * alone / count, "step_alone_s": alone}
+    got: dict[str, Any] = {"hidden": hidden, "batches": count, "step_ms": 1000 * alone / count,
+                           "load_ms": 1000 * load_s, "step_alone_s": alone}
 
     start = time.perf_counter()
     out = w
     for batch in source():
         out = jax.block_until_ready(step(out, jax.device_put(batch)))  # a synchronous loop: load, put, step
-    results["synchronous_s"] = time.perf_counter() - start
+    got["synchronous_s"] = time.perf_counter() - start
 
     for prefetch in (0, 2):
         start = time.perf_counter()
@@ -271,16 +292,14 @@ def device(args: argparse.Namespace) -> dict[str, Any]:
             for batch in batches:
                 out = step(out, batch)
         jax.block_until_ready(out)
-        results[f"to_mesh_prefetch{prefetch}_s"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    rows = sum(len(b["label"]) for b in source())
-    results["source_rows_per_s"] = rows / (time.perf_counter() - start)
+        got[f"to_mesh_prefetch{prefetch}_s"] = time.perf_counter() - start
+    ideal = max(alone, load_s * count)  # a loader that hides all loading behind the steps, or the reverse
     for key in ("synchronous_s", "to_mesh_prefetch0_s", "to_mesh_prefetch2_s"):
-        results[key.replace("_s", "_over_step")] = results[key] / alone
-    for key, value in results.items():
+        got[key.replace("_s", "_over_step")] = got[key] / alone
+        got[key.replace("_s", "_over_ideal")] = got[key] / ideal
+    for key, value in got.items():
         print(f"{key:32} {value:.4g}" if isinstance(value, float) else f"{key:32} {value}", flush=True)
-    return results
+    return got
 
 
 def main() -> None:
@@ -288,7 +307,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--readers", type=int, default=2)
-    parser.add_argument("--hidden", type=int, default=2048, help="--device: the MLP's width (the step's length)")
+    parser.add_argument("--hidden", type=int, nargs="+", default=[2048, 6144, 12288],
+                        help="--device: the MLPs' widths (the steps' lengths)")
     parser.add_argument("--folder", default=os.path.join(tempfile.gettempdir(), "treekit-bench-data"))
     parser.add_argument("--device", action="store_true", help="the accelerator rows (see the docstring)")
     parser.add_argument("--json")

@@ -7,7 +7,10 @@
   saves the numpy tree alone to ``FOLDER/host.safetensors``;
 - ``load``: loads ``FOLDER/ckpt.safetensors`` onto ``model=8`` over all devices, checks every
   shard it holds against the numpy tree, and prints the bytes it read (``read N of M``);
-- ``slow``: saves a 256 MB tree to ``FOLDER/ckpt.safetensors`` (a test kills it mid-way).
+- ``slow``: saves a 256 MB tree to ``FOLDER/ckpt.safetensors`` (a test kills it mid-way);
+- ``manager``: saves that tree as steps 0-2 together with a ``CheckpointManager`` (``keep=2``)
+  in ``FOLDER/run`` and restores the latest onto ``model=8``; process 0 also saves the numpy
+  tree alone to ``FOLDER/host.safetensors``.
 """
 
 from __future__ import annotations
@@ -34,16 +37,15 @@ def host_tree(big: bool = False) -> dict[str, Any]:
     }
 
 
-def save(name: str, host: dict[str, Any]) -> None:
+def sharded(host: dict[str, Any]) -> dict[str, Any]:
+    """``host``'s arrays sharded ``data=2, model=4`` over all processes' devices."""
     import jax
     import numpy as np
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    import treekit
-
     mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
-    tree = {
+    return {
         k: jax.make_array_from_callback(
             v.shape, NamedSharding(mesh, P(*SPECS.get(k, ("data", "model")))), v.__getitem__
         )
@@ -51,15 +53,47 @@ def save(name: str, host: dict[str, Any]) -> None:
         else v
         for k, v in host.items()
     }
-    treekit.save(name, tree)
 
 
-def load(name: str) -> None:
+def on_eight(host: dict[str, Any]) -> dict[str, Any]:
+    """Shardings of ``host``'s arrays over a ``model=8`` mesh of all devices (another mesh than
+    :func:`sharded`'s)."""
     import jax
     import numpy as np
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
+    mesh = Mesh(np.array(jax.devices()), ("model",))
+    specs = {"embed": P("model"), "kernel": P(None, None, "model"), "ids": P("model"), "norm": P()}
+    return {k: NamedSharding(mesh, s) for k, s in specs.items()} | {"scale": None}
+
+
+def check(got: dict[str, Any], host: dict[str, Any]) -> None:
+    """Every shard of ``got`` this process holds equals ``host``'s slice."""
+    import numpy as np
+
+    for k, v in got.items():
+        if k == "scale":
+            assert v == host[k]
+            continue
+        for shard in v.addressable_shards:
+            np.testing.assert_array_equal(np.asarray(shard.data), host[k][shard.index], err_msg=k)
+
+
+def manager(folder: str) -> None:
+    """Three steps saved together by the manager (keep=2), the latest restored onto model=8."""
+    import treekit
+
+    host = host_tree()
+    tree = sharded(host)
+    with treekit.CheckpointManager(os.path.join(folder, "run"), keep=2) as steps:
+        for step in range(3):
+            assert steps.save(step, tree, metrics={"loss": 3.0 - step})
+        assert steps.steps() == [1, 2], steps.steps()
+        check(steps.restore(shardings=on_eight(host)), host)
+
+
+def load(name: str) -> None:
     import treekit
     import treekit.checkpoint._shards
 
@@ -78,15 +112,7 @@ def load(name: str) -> None:
         return copy
 
     treekit.checkpoint._shards._slicer = counting
-    mesh = Mesh(np.array(jax.devices()), ("model",))
-    specs = {"embed": P("model"), "kernel": P(None, None, "model"), "ids": P("model"), "norm": P()}
-    got = treekit.load(name, shardings={k: NamedSharding(mesh, s) for k, s in specs.items()} | {"scale": None})
-    for k, v in got.items():
-        if k == "scale":
-            assert v == host[k]
-            continue
-        for shard in v.addressable_shards:
-            np.testing.assert_array_equal(np.asarray(shard.data), host[k][shard.index], err_msg=k)
+    check(treekit.load(name, shardings=on_eight(host)), host)
     total = sum(v.nbytes for k, v in host.items() if k != "scale")
     print(f"read {read[0]} of {total}", flush=True)
 
@@ -101,12 +127,14 @@ def main() -> None:
     import treekit
 
     name = os.path.join(folder, "ckpt.safetensors")
+    if mode in ("save", "manager") and me == 0:
+        treekit.save(os.path.join(folder, "host.safetensors"), host_tree())
     if mode == "save":
-        save(name, host_tree())
-        if me == 0:
-            treekit.save(os.path.join(folder, "host.safetensors"), host_tree())
+        treekit.save(name, sharded(host_tree()))
+    elif mode == "manager":
+        manager(folder)
     elif mode == "slow":
-        save(name, host_tree(big=True))
+        treekit.save(name, sharded(host_tree(big=True)))
     else:
         load(name)
     print("ok", flush=True)

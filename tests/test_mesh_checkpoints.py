@@ -193,6 +193,21 @@ def test_processes_save_one_checkpoint_together_and_each_reads_its_own_bytes(
         assert split // loaders + 24 * 4 <= read <= split // loaders + (8 // loaders) * 24 * 4, line
 
 
+def test_processes_save_steps_together_with_the_manager_and_restore_onto_another_mesh(
+    tmp_path: pytest.TempPathFactory,
+) -> None:
+    from treekit import CheckpointManager
+
+    folder = str(tmp_path)
+    _cluster(2, "manager", folder)  # (each process checks the shards it restored onto model=8)
+    run = os.path.join(folder, "run")
+    assert sorted(os.listdir(run)) == ["step_00000001", "step_00000002"]  # keep=2; no temporary left
+    with open(os.path.join(run, "step_00000002", "tree.safetensors"), "rb") as a:
+        with open(os.path.join(folder, "host.safetensors"), "rb") as b:
+            assert a.read() == b.read()  # the file one process writes from the whole tree
+    assert CheckpointManager(run).metadata(2)["metrics"] == {"loss": 1.0}
+
+
 def test_a_process_killed_mid_save_leaves_the_old_checkpoint(tmp_path: pytest.TempPathFactory) -> None:
     folder = str(tmp_path)
     old = {"w": np.arange(6.0)}

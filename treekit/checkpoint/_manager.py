@@ -9,12 +9,14 @@ import json
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from treekit.checkpoint._atomic import fsync_folder
 from treekit.checkpoint._io import load, metadata, save
 from treekit.core import flatten, is_key_dtype
 
@@ -24,14 +26,6 @@ _STEP = re.compile(r"step_(\d{8,})")
 _TEMP = re.compile(r"\.treekit-step_(\d{8,})\.(tmp|old)")  # a step being written, or deleted
 _TREE, _INFO = "tree.safetensors", "step.json"
 _WRITER = "treekit.CheckpointManager"
-
-
-def _fsync_folder(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _snapshot(leaves: list[Any]) -> list[Any]:
@@ -110,8 +104,9 @@ class CheckpointManager:
         self.keep, self.keep_every, self.best, self.mode = keep, keep_every, best, mode
         self.save_every, self.async_save = save_every, async_save
         os.makedirs(self.directory, exist_ok=True)
-        for name in os.listdir(self.directory):  # what saves that were killed left
-            if _TEMP.fullmatch(name):
+        jax = sys.modules.get("jax")  # (with several processes, process 0 alone cleans and deletes)
+        for name in os.listdir(self.directory) if jax is None or jax.process_index() == 0 else ():
+            if _TEMP.fullmatch(name):  # what saves that were killed left
                 shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -172,9 +167,13 @@ class CheckpointManager:
         may change or donate them then) and writes in a background thread; the next
         ``save``, ``wait``, ``restore`` or ``close`` waits for it and raises its error.
 
+        A tree holding arrays sharded across processes (``jax.distributed``) is saved by every
+        process at once, each writing its own shards, and committed by process 0; such a save
+        is never asynchronous (its barriers are collectives): every process must call ``save``
+        with the same step.
+
         Raises:
-            ValueError: For a step that is saved already, or not an int >= 0, or a tree holding
-                an array sharded across processes (the manager saves from one process).
+            ValueError: For a step that is saved already, or not an int >= 0.
             TypeError: For metrics that JSON cannot hold (a numpy scalar: pass ``float(loss)``).
         """
         if type(step) is not int or step < 0:
@@ -192,11 +191,8 @@ class CheckpointManager:
             raise TypeError(f"metrics: expected {expected}, got {metrics!r:.80}") from exc
         leaves, treedef, _ = flatten(tree)
         if not all(getattr(x, "is_fully_addressable", True) for x in leaves):  # (one process's part only)
-            raise ValueError(
-                "tree: expected arrays this process holds whole, got an array sharded across processes\n"
-                "the manager saves from one process: call treekit.save(path, tree) in every process instead"
-            )
-        if self.async_save:
+            self._write_together(step, tree, info)
+        elif self.async_save:
             host = treedef.unflatten(_snapshot(leaves))
             self._thread = threading.Thread(target=self._write_noted, args=(step, host, info), name="treekit-save")
             self._thread.start()
@@ -216,17 +212,48 @@ class CheckpointManager:
         os.makedirs(temp)
         try:
             save(os.path.join(temp, _TREE), tree)
-            with open(os.path.join(temp, _INFO), "w", encoding="utf-8") as f:
-                json.dump(info, f)
-                f.flush()
-                os.fsync(f.fileno())
-            _fsync_folder(temp)
-            os.rename(temp, self._folder(step))
-            _fsync_folder(self.directory)
+            self._commit(step, temp, info)
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise
+
+    def _commit(self, step: int, temp: str, info: dict[str, Any]) -> None:
+        """The folder ``temp``, holding the tree's file, made step ``step``: its record written,
+        everything synced, renamed; then the rules applied."""
+        with open(os.path.join(temp, _INFO), "w", encoding="utf-8") as f:
+            json.dump(info, f)
+            f.flush()
+            os.fsync(f.fileno())
+        fsync_folder(temp)
+        os.rename(temp, self._folder(step))
+        fsync_folder(self.directory)
         self._retain()
+
+    def _write_together(self, step: int, tree: Any, info: dict[str, Any]) -> None:
+        """Every process writes its shards of step ``step`` into one temporary folder (the same
+        name in all), then process 0 commits it (renames, applies the rules); barriers between."""
+        import jax
+        from jax.experimental import multihost_utils
+
+        first = jax.process_index() == 0
+        temp = os.path.join(self.directory, f".treekit-step_{step:08d}.tmp")
+
+        def barrier(name: str) -> None:
+            multihost_utils.sync_global_devices(f"treekit.CheckpointManager {self.directory} {step} {name}")
+
+        if first:
+            shutil.rmtree(temp, ignore_errors=True)
+            os.makedirs(temp)
+        barrier("made")
+        try:
+            save(os.path.join(temp, _TREE), tree)  # (each process its own shards: treekit.save's barriers)
+            if first:
+                self._commit(step, temp, info)
+        except BaseException:
+            if first:
+                shutil.rmtree(temp, ignore_errors=True)
+            raise
+        barrier("committed")
 
     def _retain(self) -> None:
         """Delete the steps the rules do not keep (only complete steps a manager wrote)."""

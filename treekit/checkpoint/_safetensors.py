@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
+from treekit.checkpoint._ahead import Ahead
 from treekit.checkpoint._atomic import atomic_file
 from treekit.checkpoint._progress import Progress
 from treekit.checkpoint._shards import pieces, save_together, write_pieces
@@ -139,12 +140,11 @@ def write(
 ) -> None:
     """Write ``tensors`` and ``metadata`` to the safetensors file ``path``, atomically, streaming.
 
-    The header is made from shapes and dtypes first; then each array is converted
-    (``numpy.asarray``: a jax array is copied to the host now, one at a time) and its bytes
-    written, never the whole data at once; a ``jax.Array`` sharded over several devices is
-    written shard by shard, each into its place (replicas once), never gathered. A temporary
-    file in the same folder is renamed over ``path`` once complete and synced: an error leaves
-    the old file (or none) and no temporary.
+    The header is made from shapes and dtypes first; then each array's bytes are written, a
+    ``jax.Array``'s host copy started up to 256 MB ahead (while one is written, the next ones
+    come off the device); one sharded over several devices shard by shard, each into its place
+    (replicas once), never gathered. A temporary file beside ``path`` is renamed over it once
+    complete and synced: an error leaves the old file (or none) and no temporary.
 
     >>> import os, tempfile
     >>> import numpy as np
@@ -208,10 +208,13 @@ def write(
         regions = [(name, array, dtype, shape) for name, array, dtype, shape, _, _ in entries]
         save_together(os.fspath(path), head, regions, offset, _write_array)
         return
+    parts_of = [pieces(array) for _, array, *_ in entries]
+    ahead = Ahead([[d for _, d in parts] if parts is not None else [a] if hasattr(a, "copy_to_host_async") else []
+                   for (_, a, *_), parts in zip(entries, parts_of)], [e[5] for e in entries])
     with atomic_file(path) as f, Progress(f"save {os.path.basename(os.fspath(path))}", offset) as progress:
         f.write(head)
-        for name, array, dtype, shape, _, size in entries:
-            parts = pieces(array)
+        for k, ((name, array, dtype, shape, _, size), parts) in enumerate(zip(entries, parts_of)):
+            ahead.reach(k)  # (the next arrays' device-to-host copies run while this one is written)
             if parts is None:
                 _write_array(f, name, array, dtype, shape)
             else:  # a sharded jax array: each shard into its place, none gathered
@@ -249,16 +252,11 @@ def _label(f: Any) -> str:
     return str(os.fspath(name)) if isinstance(name, (str, os.PathLike)) else "<file>"
 
 
+_KINDS = {type(None): "null", bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array"}
+
+
 def _kind(value: Any) -> str:
-    kinds = {
-        type(None): "null",
-        bool: "a boolean",
-        int: "a number",
-        float: "a number",
-        str: "a string",
-        list: "an array",
-    }
-    return kinds.get(type(value), "an object")
+    return _KINDS.get(type(value), "an object")
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

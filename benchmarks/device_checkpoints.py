@@ -1,0 +1,219 @@
+"""Checkpoints of a tree living in accelerator memory (a TPU where there is one), in one
+process: treekit's save, load and CheckpointManager against safetensors' flax binding and
+orbax, beside the floors the hardware sets.
+
+    python benchmarks/device_checkpoints.py [--gb 1] [--leaves 20000] [--rounds 3] [--json PATH]
+
+Trees: ``big``, float32 arrays of 4096 x 2560 as a model's layers (``--gb`` of them, 1 GB:
+24 arrays), and ``many``, ``--leaves`` small arrays (2,000 layers of 10). Every save gets fresh
+arrays (put on the device just before, untimed), so no host copy kept by an earlier
+transfer hides the device-to-host copy.
+
+Floors, measured on the same tree: ``device_get`` (every array to the host, all copies
+started at once), ``write+fsync`` (those host bytes written to one file and synced),
+``read`` (that file's bytes read back into arrays) and ``device_put`` (host arrays onto the
+device, until ready). A save's floor is the longer of ``device_get`` and ``write+fsync`` (a
+saver that overlaps them perfectly); a load's is ``read`` + ``device_put``. One more row writes
+the arrays ``device_get`` just returned (untimed) instead of long-lived host arrays: on the TPU
+machine (a gVisor sandbox) memory the transfer has just filled is slower to read the first
+time, so that row is the floor a saver of device arrays meets.
+
+Rows: ``treekit.save`` (synced, atomic), ``treekit.load(path, shardings=<the device>)``
+(arrays on the device, until ready), ``CheckpointManager`` sync and async (the time ``save``
+blocks, and until the step is on disk), ``safetensors.flax`` ``save_file``/``load_file``
+(unsynced: its time plus an ``os.sync()`` is given too), orbax ``StandardCheckpointer``
+(``save`` returning, then ``wait_until_finished``; ``restore`` onto the device). The fastest of
+``--rounds`` rounds, the rows interleaved round by round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def host_trees(gb: float, leaves: int) -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    layer = ("q", "k", "v", "o", "up", "down")
+    count = max(1, round(gb * 2**30 / (4096 * 2560 * 4 * len(layer))))
+    big = {"layers": [{name: rng.random((4096, 2560), np.float32) for name in layer} for _ in range(count)]}
+    names = ("w1", "b1", "w2", "b2", "scale", "bias", "mean", "var", "gate", "out")
+    many = {"layers": [{n: rng.random((16,), np.float32) for n in names} for _ in range(leaves // len(names))]}
+    return {"big": big, "many": many}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gb", type=float, default=1.0)
+    parser.add_argument("--leaves", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--orbax-many", action="store_true", help="orbax on the many-leaf tree too (slow)")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+
+    import jax
+
+    import treekit
+    from treekit.ops import flatten_dict, unflatten_dict
+
+    device = jax.devices()[0]
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    folder = tempfile.mkdtemp(prefix="treekit-device-ckpt-")
+    results: dict[str, Any] = {"device": str(device), "jax": jax.__version__}
+    try:
+        import safetensors.flax as stf
+    except ImportError:
+        stf = None
+    try:
+        import orbax.checkpoint as ocp
+    except ImportError:
+        ocp = None
+
+    def one_tree(tree_name: str, host: Any) -> None:
+            nbytes = sum(x.nbytes for x in jax.tree.leaves(host))
+            path = os.path.join(folder, "tree.safetensors")
+
+            def fresh() -> Any:  # (new device arrays: none holds a host copy of itself yet)
+                return jax.block_until_ready(jax.device_put(host, device))
+
+            def timed(run: Callable[[], Any]) -> float:
+                start = time.perf_counter()
+                jax.block_until_ready(run())
+                return time.perf_counter() - start
+
+            def device_get() -> float:
+                tree = fresh()
+                return timed(lambda: jax.device_get(tree))
+
+            def write_fsync(arrays: Any = None) -> float:
+                arrays = jax.tree.leaves(host) if arrays is None else arrays
+                start = time.perf_counter()
+                with open(os.path.join(folder, "raw"), "wb") as f:
+                    for a in arrays:
+                        f.write(a.data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                return time.perf_counter() - start
+
+            def write_fresh() -> float:  # the bytes just off the device (their pages new to the host)
+                return write_fsync(jax.tree.leaves(jax.device_get(fresh())))
+
+            def read() -> float:
+                arrays = jax.tree.leaves(host)
+                start = time.perf_counter()
+                with open(os.path.join(folder, "raw"), "rb") as f:
+                    for a in arrays:
+                        f.readinto(memoryview(np.empty_like(a)).cast("B"))
+                return time.perf_counter() - start
+
+            def device_put() -> float:
+                return timed(lambda: jax.device_put(host, device))
+
+            def treekit_save() -> float:
+                tree = fresh()
+                return timed(lambda: treekit.save(path, tree))
+
+            def treekit_load() -> float:
+                return timed(lambda: treekit.load(path, shardings=sharding))
+
+            def manager(async_save: bool) -> Callable[[], tuple[float, float]]:
+                def run() -> tuple[float, float]:
+                    where = tempfile.mkdtemp(dir=folder)
+                    with treekit.CheckpointManager(where, keep=1, async_save=async_save) as m:
+                        tree = fresh()
+                        start = time.perf_counter()
+                        m.save(0, tree)
+                        blocked = time.perf_counter() - start
+                        m.wait()
+                        total = time.perf_counter() - start
+                    shutil.rmtree(where)
+                    return blocked, total
+
+                return run
+
+            def st_save() -> tuple[float, float]:
+                tree = fresh()
+                start = time.perf_counter()
+                stf.save_file(flatten_dict(tree, sep="."), os.path.join(folder, "st.safetensors"))
+                took = time.perf_counter() - start
+                os.sync()
+                return took, time.perf_counter() - start
+
+            def st_load() -> float:
+                return timed(lambda: unflatten_dict(stf.load_file(os.path.join(folder, "st.safetensors")), sep="."))
+
+            def orbax_save() -> tuple[float, float]:
+                where = os.path.join(tempfile.mkdtemp(dir=folder), "ckpt")
+                checkpointer = ocp.StandardCheckpointer()
+                tree = fresh()
+                start = time.perf_counter()
+                checkpointer.save(where, tree)
+                blocked = time.perf_counter() - start
+                checkpointer.wait_until_finished()
+                total = time.perf_counter() - start
+                results.setdefault("_orbax_paths", {})[tree_name] = where
+                return blocked, total
+
+            def orbax_load() -> float:
+                where = results["_orbax_paths"][tree_name]
+                target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), host)
+                return timed(lambda: ocp.StandardCheckpointer().restore(where, target))
+
+            rows: dict[str, Callable[[], Any]] = {
+                "floor: device_get": device_get,
+                "floor: write+fsync": write_fsync,
+                "floor: write+fsync, bytes fresh off the device": write_fresh,
+                "floor: read": read,
+                "floor: device_put": device_put,
+                "treekit save": treekit_save,
+                "treekit load": treekit_load,
+                "treekit manager (sync)": manager(False),
+                "treekit manager (async)": manager(True),
+            }
+            if stf is not None:
+                rows |= {"safetensors.flax save": st_save, "safetensors.flax load": st_load}
+            if ocp is not None and (tree_name == "big" or args.orbax_many):
+                rows |= {"orbax save": orbax_save, "orbax load": orbax_load}
+            got: dict[str, list[Any]] = {name: [] for name in rows}
+            for _ in range(args.rounds):
+                for name, run in rows.items():  # (loads after their saves: each reads the file just written)
+                    got[name].append(run())
+            best = {name: tuple(map(min, zip(*g))) if isinstance(g[0], tuple) else min(g) for name, g in got.items()}
+            save_floor = max(best["floor: device_get"], best["floor: write+fsync"])
+            load_floor = best["floor: read"] + best["floor: device_put"]
+            table = results[tree_name] = {"bytes": nbytes, "leaves": len(jax.tree.leaves(host)), "rows": best,
+                                          "save_floor_s": save_floor, "load_floor_s": load_floor}
+            print(f"\n{tree_name}: {table['leaves']} leaves, {nbytes / 2**20:.0f} MB on {device}")
+            for name, value in best.items():
+                if isinstance(value, tuple):
+                    ratio = value[1] / save_floor
+                    print(f"  {name:46} blocks {value[0]:7.3f} s   done {value[1]:7.3f} s ({ratio:.2f}x floor)")
+                else:
+                    floor = load_floor if "load" in name else save_floor
+                    ratio = "" if name.startswith("floor") else f" ({value / floor:.2f}x floor)"
+                    print(f"  {name:46} {value:7.3f} s{ratio}")
+            print(f"  save floor {save_floor:.3f} s; load floor {load_floor:.3f} s", flush=True)
+
+    for tree_name, host in host_trees(args.gb, args.leaves).items():
+        one_tree(tree_name, host)
+
+    results.pop("_orbax_paths", None)
+    shutil.rmtree(folder, ignore_errors=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1, default=list)
+
+
+if __name__ == "__main__":
+    main()
