@@ -99,9 +99,9 @@ def test_round_trip_of_array_trees(tree: Any) -> None:
 
 def test_the_file_is_a_plain_npz_without_pickles(tmp_path: Path) -> None:
     treekit.save(tmp_path / "t.npz", {"w": np.ones(2), "lr": 0.1})
-    with np.load(tmp_path / "t.npz", allow_pickle=False) as data:  # arrays named by key path
-        assert sorted(data.files) == ["['w']", "__treekit__"]
-        assert data["['w']"].tolist() == [1.0, 1.0]
+    with np.load(tmp_path / "t.npz", allow_pickle=False) as data:  # arrays named as flatten_dict names them
+        assert sorted(data.files) == ["__treekit__", "w"]
+        assert data["w"].tolist() == [1.0, 1.0]
 
 
 def test_a_file_of_the_first_release_loads(tmp_path: Path) -> None:
@@ -166,16 +166,36 @@ def test_other_names_save_the_safetensors_layout(tmp_path: Path) -> None:
     name = tmp_path / "t.safetensors"
     tree = {"mlp/~/linear_0": {"w": np.ones((2, 3), np.float32)}, "step": np.int64(3), "lr": 0.1, 0: [np.zeros(2)]}
     treekit.save(name, tree)
-    with safetensors.safe_open(name, "numpy") as f:  # the file other tools read, arrays named by key path
-        assert sorted(f.keys()) == ["['mlp/~/linear_0']['w']", "['step']", "[0][0]"]
-        assert f.get_tensor("['mlp/~/linear_0']['w']").tolist() == [[1.0] * 3] * 2
+    with safetensors.safe_open(name, "numpy") as f:  # the file other tools read, arrays named as they name them
+        assert sorted(f.keys()) == ["0.0", "mlp/~/linear_0.w", "step"]
+        assert f.get_tensor("mlp/~/linear_0.w").tolist() == [[1.0] * 3] * 2
+        assert f.metadata()["format"] == "pt"  # (Hugging Face's loaders ask for it)
         assert json.loads(f.metadata()["__treekit__"])["format"] == "treekit.save"
+    treekit.save(name, tree, names="keystr")
+    with safetensors.safe_open(name, "numpy") as f:
+        assert sorted(f.keys()) == ["['mlp/~/linear_0']['w']", "['step']", "[0][0]"]
+    for names in (".", "/", "keystr"):  # every naming round-trips exactly, by the recorded key paths
+        treekit.save(name, tree, names=names)
+        got = treekit.load(name)
+        assert list(got) == list(tree) and got["lr"] == 0.1 and got[0][0].tolist() == [0.0, 0.0]
+        assert treekit.load_leaf(name, "['mlp/~/linear_0']['w']").shape == (2, 3)
     back = treekit.load(name)
     assert list(back) == list(tree) and back["lr"] == 0.1 and back["step"] == 3 and type(back["step"]) is np.int64
     assert back["mlp/~/linear_0"]["w"].dtype == np.float32 and type(back[0]) is list
     mapped = treekit.load(name, mmap=True)
     w = mapped["mlp/~/linear_0"]["w"]
     assert not w.flags.writeable and not w.flags.owndata and w.tolist() == [[1.0] * 3] * 2
+
+
+def test_two_leaves_with_one_tensor_name_are_an_error_naming_both(tmp_path: Path) -> None:
+    tree = {"a.b": np.zeros(2), "a": {"b": np.ones(2)}, "c": {"d": 1.0}, "c.d": np.ones(1)}
+    with pytest.raises(ValueError, match=r"tree\['a'\]\['b'\] and tree\['a.b'\]: expected array leaves"):
+        treekit.save(tmp_path / "t.safetensors", tree)
+    treekit.save(tmp_path / "t.safetensors", {"c": {"d": 1.0}, "c.d": np.ones(1)})  # (a number makes no tensor)
+    treekit.save(tmp_path / "t.safetensors", tree, names="keystr")
+    assert treekit.load(tmp_path / "t.safetensors")["a"]["b"].tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match=re.escape("names: expected one of '.', '/', 'keystr', got ':'")):
+        treekit.save(tmp_path / "t.safetensors", tree, names=":")
 
 
 def test_jax_arrays_are_saved_as_numpy(tmp_path: Path) -> None:
@@ -389,7 +409,7 @@ def test_metadata_and_one_leaf_read_only_the_header_and_its_bytes(tmp_path: Path
         "tag": "run1",
     }
     data = bytearray(name.read_bytes())  # the other leaf's bytes garbled: reading one leaf never looks at them
-    b = _safetensors.read_header(name).tensors["['params']['b']"]
+    b = _safetensors.read_header(name).tensors["params.b"]
     data[b.begin : b.end] = b"\xff" * (b.end - b.begin)
     name.write_bytes(bytes(data))
     assert treekit.load_leaf(name, "['params']['w']").tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
@@ -482,8 +502,8 @@ def _set(entry: int, key: str, value: Any) -> Any:
     ("change", "extra", "message"),
     [
         (_set(0, "array", "['x']"), None, "the structure record names tensor \"['x']\" but the header has no such"),
-        (_set(1, "array", "['b']"), None, "the structure record names tensor \"['b']\" twice"),
-        (_set(0, "dtype", "int64"), None, "tensor \"['b']\": the structure record says dtype 'int64', the header"),
+        (_set(1, "array", "b"), None, "the structure record names tensor 'b' twice"),
+        (_set(0, "dtype", "int64"), None, "tensor 'b': the structure record says dtype 'int64', the header"),
         (lambda r: None, {"['z']": np.zeros(1)}, "tensors [\"['z']\"] (1 in all) are not in the structure record"),
         (_set(2, "n", 5), None, f"{DAMAGED} (a dict node with 5 children)"),
         (_set(2, "node", "bogus"), None, f"{DAMAGED} (unknown node kind 'bogus')"),

@@ -50,7 +50,7 @@ d = tempfile.mkdtemp()
 a, b = os.path.join(d, 'sharded.safetensors'), os.path.join(d, 'host.safetensors')
 treekit.save(a, placed)
 treekit.checkpoint._safetensors._write_array = write_array
-assert sorted(written_whole) == ["['scale']", "['step']"], written_whole  # (replicated); the rest by shard
+assert sorted(written_whole) == ['scale', 'step'], written_whole  # (replicated); the rest by shard
 treekit.save(b, jax.tree_util.tree_map(np.asarray, placed))
 assert open(a, 'rb').read() == open(b, 'rb').read()  # the same file as the gathered tree's
 

@@ -52,14 +52,16 @@ def _uncollected(fn: Callable[_P, _R]) -> Callable[_P, _R]:
 
 
 @_uncollected
-def save(path: str | os.PathLike[str], tree: Any) -> None:
+def save(path: str | os.PathLike[str], tree: Any, *, names: str | None = None) -> None:
     """Write ``tree`` to the file ``path``, atomically; :func:`load` reads it back.
 
     A name ending in ``.npz`` gets treekit 0.1's layout (a ``.npz`` of ``.npy`` members); any
-    other name the safetensors layout, which ``safetensors.safe_open`` and other tools read:
-    each array leaf a tensor named by its key path (``['params']['w']``), the structure in
-    the header's metadata. Arrays are written one at a time (a jax array is copied to the
-    host when its turn comes).
+    other name the safetensors layout, which ``safetensors.safe_open``, Hugging Face's
+    ``from_pretrained`` and other tools read: each array leaf a tensor named as the ecosystem
+    names them (``{'params': {'Dense_0': {'bias': b}}}``'s is ``params.Dense_0.bias``; a flat
+    dict's keys as they are), ``"format": "pt"`` and the structure (with each leaf's exact
+    key path) in the header's metadata. Arrays are written one at a time, a jax array's
+    device-to-host copy started ahead of its turn.
 
     Keeps lists, tuples, ``None``, dicts with keys of any JSON-able type (in insertion order),
     ``OrderedDict``, ``defaultdict``, namedtuples, registered dataclasses and other
@@ -92,10 +94,17 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
     Args:
         path: The file to write (used as given: no suffix is added).
         tree: Any pytree whose nodes and leaves are of the kinds above.
+        names: How tensors are named: ``'.'`` (the default for safetensors files: key entries
+            joined by dots, as PyTorch and Hugging Face name them), ``'/'`` (the default for
+            ``.npz``: as ``flatten_dict`` joins them) or ``'keystr'`` (``['params']['w']``,
+            never ambiguous). :func:`load` finds leaves by the key paths in the record, so any
+            choice round-trips exactly.
 
     Raises:
         TypeError: If an array leaf cannot be saved without pickle (an object array, one
             numpy cannot read); the message names its key path. Nothing is written then.
+        ValueError: If two array leaves get one tensor name (``{'a.b': x, 'a': {'b': y}}``
+            with ``'.'``); the message names both key paths.
         OSError: If the file cannot be written.
     """
     import numpy as np
@@ -108,9 +117,9 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
     def stored(dtype: Any) -> bool:
         return dtype.num < 256 and dtype.kind != "V" if npz else _safetensors.code_of(dtype) is not None
 
-    record, arrays = _saved.record_of(tree, stored)
-    if not npz:
-        _safetensors.write(target, arrays.items(), {_RECORD: record})
+    record, arrays = _saved.record_of(tree, stored, names or ("/" if npz else "."))
+    if not npz:  # ("format": what Hugging Face's loaders ask of a file: "pt", the plain layout)
+        _safetensors.write(target, arrays.items(), {"format": "pt", _RECORD: record})
         return
     arrays = {name: np.asarray(array) for name, array in arrays.items()}
     arrays[_RECORD] = np.frombuffer(record.encode("utf-8"), np.uint8)
@@ -118,15 +127,18 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
         np.savez(f, **arrays)
 
 
-def _read(path: str | os.PathLike[str], mmap: bool) -> tuple[Any, dict[str, Any], str]:
+def _read(path: str | os.PathLike[str], mmap: bool, max_bytes: int | None = None) -> tuple[Any, dict[str, Any], str]:
     """(the structure record, or None for a file treekit did not write; the arrays by name; what
     separates a foreign file's names: '/' in a .npz (flatten_dict's), '.' in a .safetensors (HF's))."""
     if file_head(path) in ZIP_HEADS or os.fspath(path).endswith(".npz"):
-        arrays = read_npz(path)
+        arrays = read_npz(path, max_bytes)
         raw = arrays.pop(_RECORD, None)
         return (None if raw is None else _parse(path, bytes(raw))), arrays, "/"
     from treekit.checkpoint import _safetensors
 
+    size = os.path.getsize(path)
+    if max_bytes is not None and size > max_bytes:  # (a header's claims never pass the file's size)
+        raise ValueError(f"{os.fspath(path)}: expected at most max_bytes={max_bytes} bytes, got {size}")
     try:
         tensors, metadata = _safetensors.read(path, mmap=mmap)
     except ValueError:
@@ -186,6 +198,7 @@ def load(
     mmap: bool = False,
     rename: Sequence[tuple[str, str]] = (),
     shardings: Any = None,
+    max_bytes: int | None = None,
 ) -> Any:
     r"""The tree :func:`save` wrote to ``path``; with ``like``, restored into that template.
 
@@ -231,6 +244,10 @@ def load(
             copying only its slice, so a file saved on one mesh loads onto any other. Without
             it, where ``like`` holds ``ShapeDtypeStruct`` with a sharding or jax arrays
             sharded over several devices, each leaf of ``like`` gives its sharding.
+        max_bytes: The most bytes of arrays to read (``None``: no bound but the file's own).
+            Whatever it is, every size a file claims is checked against its real size before
+            anything is allocated; a compressed ``.npz`` member can still expand to about
+            1,000x its compressed bytes (deflate's most), which this bounds.
 
     Returns:
         The tree.
@@ -241,23 +258,26 @@ def load(
             paths, shapes, dtypes), one per line, the first 20 and then a count.
         PickleRefused: If the file is a pickle or holds an array stored with pickle (a
             ``ValueError``).
-        ValueError: If the file is not a zip or a damaged one, or its structure record is
-            damaged or names a class that is not defined now.
+        ValueError: If the file is not a zip or a damaged one, or claims more than it holds,
+            or more than ``max_bytes``, or its structure record is damaged or names a class
+            that is not defined now.
         treekit.sharding.ShardingError: If a sharding does not fit its array's shape; every
             such array by key path, before any array's data is read.
         OSError: If the file cannot be read.
     """
     if shardings is not None or (like is not None and any(map(placed_on_mesh, flatten(like)[0]))):
-        return place(_load(path, like, True, rename), shardings, like)
-    return _load(path, like, mmap, rename)
+        return place(_load(path, like, True, rename, max_bytes), shardings, like)
+    return _load(path, like, mmap, rename, max_bytes)
 
 
-def _load(path: str | os.PathLike[str], like: Any, mmap: bool, rename: Sequence[tuple[str, str]]) -> Any:
+def _load(
+    path: str | os.PathLike[str], like: Any, mmap: bool, rename: Sequence[tuple[str, str]], max_bytes: int | None
+) -> Any:
     rules = _rules(rename)
     if os.fspath(path).endswith(".index.json"):  # Hugging Face's shards: {"weight_map": {name: file}}
         record, arrays, sep = None, _shards(path, mmap), "."
     else:
-        record, arrays, sep = _read(path, mmap)
+        record, arrays, sep = _read(path, mmap, max_bytes)
     if record is None:  # numpy.savez's ('a/b' names, flatten_dict's) or another safetensors file's ('a.b')
         arrays = {_renamed(name, rules): array for name, array in arrays.items()}
         if like is not None:
@@ -361,8 +381,8 @@ def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False
     """One array leaf of the ``.safetensors`` file ``path``, reading only its bytes.
 
     ``key_path`` is the leaf's key path: a tuple of key entries (as ``tree_flatten_with_path``
-    gives), or its :func:`treekit.keystr` string (``"['params']['w']"``); for a safetensors
-    file treekit did not write, the tensor's name.
+    gives), or its :func:`treekit.keystr` string (``"['params']['w']"``), or its tensor's name
+    (``'params.w'``).
 
     >>> import os, tempfile
     >>> import numpy as np
@@ -370,8 +390,9 @@ def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False
     >>> with tempfile.TemporaryDirectory() as d:
     ...     name = os.path.join(d, 'ckpt.safetensors')
     ...     save(name, {'params': {'w': np.arange(3.0), 'b': np.zeros(2)}})
-    ...     load_leaf(name, "['params']['w']"), load_leaf(name, (DictKey('params'), DictKey('b')))
-    (array([0., 1., 2.]), array([0., 0.]))
+    ...     w, b = load_leaf(name, "['params']['w']"), load_leaf(name, (DictKey('params'), DictKey('b')))
+    ...     w, b, load_leaf(name, 'params.b')  # (by keystr, by key entries, by tensor name)
+    (array([0., 1., 2.]), array([0., 0.]), array([0., 0.]))
 
     Args:
         path: The file.
@@ -394,8 +415,9 @@ def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False
         entry: Any = want if want in header.tensors else None
     elif want in leaves:  # (an entry that is a name is the leaf at that path)
         entry = want
-    else:
+    else:  # by its key path, else by its tensor's name (params.w)
         entry = next((e for e in leaves if type(e) is dict and e.get("path") == want), None)
+        entry = entry or next((e for e in leaves if type(e) is dict and e.get("array") == want), None)
     if entry is None:
         names = [_saved.path_of(e) for e in leaves] if record is not None else list(header.tensors)
         raise KeyError(f"{os.fspath(path)}: no array leaf at {want!r} (there are {len(names)}, e.g. {names[:3]})")

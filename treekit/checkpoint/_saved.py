@@ -114,13 +114,12 @@ def key_impl(leaf: Any) -> str | None:
     return str(jax.random.key_impl(leaf))
 
 
-def leaf_record(leaf: Any, path: str, arrays: dict[str, Any], stored: Any) -> Any:
-    """The record of a leaf; an array leaf goes into ``arrays`` under a name made from its key
-    path, as itself where ``stored(dtype)`` (the file layout has the dtype), else as raw bytes."""
+def leaf_record(leaf: Any, path: str, name: str, arrays: dict[str, Any], stored: Any) -> Any:
+    """The record of a leaf at ``path`` (its keystr); an array leaf goes into ``arrays`` as
+    ``name``, as itself where ``stored(dtype)`` (the file layout has the dtype), else as raw bytes."""
     import numpy as np
 
     if type(leaf) is np.ndarray and leaf.dtype.byteorder != ">" and not leaf.dtype.hasobject and stored(leaf.dtype):
-        name = _name(path, arrays)  # (most leaves: only the name is recorded)
         arrays[name] = leaf
         return name if name == path else {"path": path, "array": name}
     if is_array(leaf) or (hasattr(leaf, "__array__") and hasattr(leaf, "dtype")):
@@ -144,7 +143,7 @@ def leaf_record(leaf: Any, path: str, arrays: dict[str, Any], stored: Any) -> An
         if dtype.byteorder == ">":  # files are little-endian
             dtype = dtype.newbyteorder("<")
             array = np.asarray(array).astype(dtype)
-        name = record["array"] = _name(path, arrays)
+        record["array"] = name
         if not stored(dtype):  # bfloat16, float8, int4 in a .npz; complex128 in a .safetensors
             record.update(dtype=dtype_name(dtype), shape=list(array.shape))
             array = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
@@ -158,9 +157,30 @@ def leaf_record(leaf: Any, path: str, arrays: dict[str, Any], stored: Any) -> An
         return {"path": path, "template": class_name(type(leaf))}
 
 
-def _name(path: str, arrays: dict[str, Any]) -> str:
-    """The array name of the leaf at ``path``: the path, unless empty (the root) or taken."""
-    return path if path and path not in arrays else f"{path}#{len(arrays)}"
+NAMES = (".", "/", "keystr")  # how save names tensors: key entries joined by "." or "/", or keystr
+
+
+def tensor_names(paths: list[KeyPath], names: str) -> list[str]:
+    """The tensor name of each leaf at ``paths``, as ``save(names=...)`` makes them: plain
+    strings as other tools write them (``params.Dense_0.bias``), or keystrs.
+
+    >>> from treekit.core import DictKey, SequenceKey
+    >>> tensor_names([(DictKey('h'), SequenceKey(0), DictKey('attn.bias'))], '.')
+    ['h.0.attn.bias']
+    """
+    if names not in NAMES:
+        raise ValueError(f"names: expected one of {', '.join(map(repr, NAMES))}, got {names!r:.40}")
+    if names == "keystr":
+        return [keystr(p) or "#0" for p in paths]  # ('#0': the root, a tree that is one array)
+    return [keystr(p, simple=True, separator=names) or "tensor" for p in paths]
+
+
+def _clash(paths: list[KeyPath], named: list[str], at: int, names: str) -> ValueError:
+    first = named.index(named[at])
+    return ValueError(
+        f"tree{keystr(paths[first])} and tree{keystr(paths[at])}: expected array leaves with distinct tensor "
+        f"names, got {named[at]!r} for both (names={names!r}): pass names='keystr' or another separator"
+    )
 
 
 def node_record(ntype: Any, data: Any, arity: int) -> dict[str, Any]:
@@ -379,9 +399,10 @@ def by_path(record: Any, arrays: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def record_of(tree: Any, stored: Any) -> tuple[str, dict[str, Any]]:
-    """The structure record of ``tree`` (JSON) and its arrays by name; ``stored(dtype)`` says
-    whether the file layout holds a dtype as itself (else: raw bytes, the dtype recorded).
+def record_of(tree: Any, stored: Any, names: str = ".") -> tuple[str, dict[str, Any]]:
+    """The structure record of ``tree`` (JSON) and its arrays by name (:func:`tensor_names`);
+    ``stored(dtype)`` says whether the file layout holds a dtype as itself (else: raw bytes,
+    the dtype recorded).
 
     >>> import json
     >>> record, arrays = record_of({'w': 1.5, 'n': None}, lambda dtype: True)
@@ -398,6 +419,7 @@ def record_of(tree: Any, stored: Any) -> tuple[str, dict[str, Any]]:
     """
     leaves, treedef, paths = flatten(tree, with_path=True)
     assert paths is not None
+    named = tensor_names(paths, names)
     nodes = treedef._nodes
     arrays: dict[str, Any] = {}
     records: list[Any] = []
@@ -405,7 +427,12 @@ def record_of(tree: Any, stored: Any) -> tuple[str, dict[str, Any]]:
     for at, (ntype, data, arity, _, _) in enumerate(nodes):
         try:
             if ntype is None:
-                records.append(leaf_record(leaves[leaf_index], keystr(paths[leaf_index]), arrays, stored))
+                name = named[leaf_index]
+                taken = name in arrays
+                entry = leaf_record(leaves[leaf_index], keystr(paths[leaf_index]), name, arrays, stored)
+                if taken and (type(entry) is str or "array" in entry):  # (an earlier array leaf's name)
+                    raise _clash(paths, named, leaf_index, names)
+                records.append(entry)
                 leaf_index += 1
             else:
                 records.append(node_record(ntype, data, arity))

@@ -1,0 +1,44 @@
+"""Files Hugging Face reads: a PyTorch state dict that treekit saved loads with transformers'
+``from_pretrained`` (where torch and transformers are installed), and the names and metadata
+it needs hold without them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+import treekit  # noqa: E402
+from treekit.checkpoint import _safetensors  # noqa: E402
+
+
+def test_a_state_dict_keeps_its_names_and_says_its_format(tmp_path: Path) -> None:
+    state = {"transformer.wte.weight": np.ones((4, 2), np.float32), "transformer.h.0.ln_1.bias": np.zeros(2)}
+    treekit.save(tmp_path / "model.safetensors", state)
+    header = _safetensors.read_header(tmp_path / "model.safetensors")
+    assert sorted(header.tensors) == sorted(state)
+    assert header.metadata["format"] == "pt"
+    nested = {"params": {"Dense_0": {"bias": np.zeros(3), "kernel": np.ones((2, 3))}}, "layers": [np.ones(1)]}
+    treekit.save(tmp_path / "nested.safetensors", nested)
+    assert sorted(_safetensors.read_header(tmp_path / "nested.safetensors").tensors) == [
+        "layers.0", "params.Dense_0.bias", "params.Dense_0.kernel"
+    ]
+
+
+def test_gpt2_saved_by_treekit_loads_with_from_pretrained(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=16)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}  # (random weights)
+    treekit.save(tmp_path / "model.safetensors", state)
+    config.save_pretrained(tmp_path)
+    loaded = transformers.GPT2LMHeadModel.from_pretrained(tmp_path).eval()
+    ids = torch.arange(12)[None]
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, loaded(ids).logits)
+    back = treekit.load(tmp_path / "model.safetensors")  # and treekit reads it back exactly
+    assert list(back) == list(state) and all(np.array_equal(back[k], v) for k, v in state.items())

@@ -1,0 +1,104 @@
+"""Hostile checkpoint files refused in bounded memory: every case runs in a child process whose
+address space is capped (``resource.setrlimit(RLIMIT_AS)``), so a reader that allocates what a
+file claims dies there of MemoryError instead of raising the ValueError that names the file."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy")
+resource = pytest.importorskip("resource")
+
+import treekit  # noqa: E402
+
+CAP = 1 << 30  # bytes of address space for the child: numpy and treekit fit, the claims do not
+
+CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))
+import treekit
+try:
+    treekit.load(sys.argv[1], max_bytes={max_bytes})
+except ValueError as exc:
+    print('ValueError:', exc)
+else:
+    print('loaded')
+"""
+
+
+def load_capped(path: Path, max_bytes: int | None = None) -> str:
+    """What ``treekit.load(path, max_bytes=...)`` does in a child capped at CAP bytes."""
+    code = CHILD.format(cap=CAP, max_bytes=max_bytes)
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.strip()
+
+
+def npy(shape: tuple[int, ...], data: bytes, descr: str = "<f8") -> bytes:
+    header = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}"
+    header += " " * (-(len(header) + 11) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + data
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS caps the address space on Linux")
+def test_an_npz_member_claiming_a_terabyte_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("w.npy", npy((1 << 40,), b"\0" * 16))
+    assert path.stat().st_size < 300
+    got = load_capped(path)
+    assert got.startswith(f"ValueError: {path}: member 'w.npy': expected 8796093022208 bytes of data"), got
+
+
+def _claim(path: Path, size: int) -> None:
+    """Rewrite the uncompressed size the zip's first member claims (local and central headers)."""
+    data = bytearray(path.read_bytes())
+    local, central = data.index(b"PK\x03\x04"), data.index(b"PK\x01\x02")
+    struct.pack_into("<I", data, local + 22, size)
+    struct.pack_into("<I", data, central + 24, size)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS caps the address space on Linux")
+def test_a_compressed_member_claiming_more_than_deflate_gives_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.npz"
+    np.savez_compressed(path, w=np.arange(1000.0))
+    with zipfile.ZipFile(path) as z:
+        compressed = z.infolist()[0].compress_size
+    _claim(path, compressed * 5000)
+    got = load_capped(path)
+    assert got.startswith(f"ValueError: {path}: member 'w.npy': expected at most 1100x its"), got
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS caps the address space on Linux")
+def test_max_bytes_bounds_a_zip_bomb_and_a_safetensors_file(tmp_path: Path) -> None:
+    bomb = tmp_path / "zeros.npz"
+    np.savez_compressed(bomb, w=np.zeros(1 << 30, np.uint8))  # 1 GB of zeros in about 1 MB
+    assert bomb.stat().st_size < 2 << 20
+    got = load_capped(bomb, max_bytes=100 << 20)
+    assert got.startswith(f"ValueError: {bomb}: expected at most max_bytes={100 << 20} bytes of arrays"), got
+    plain = tmp_path / "w.safetensors"
+    treekit.save(plain, {"w": np.zeros(1000)})
+    with pytest.raises(ValueError, match="expected at most max_bytes=100 bytes, got"):
+        treekit.load(plain, max_bytes=100)
+    assert treekit.load(plain, max_bytes=os.path.getsize(plain))["w"].shape == (1000,)
+
+
+def test_a_member_whose_data_is_short_of_its_shape_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "short.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("w.npy", npy((10,), b"\0" * 24))
+    expected = r"member 'w.npy': expected 80 bytes of data for shape \(10,\) of float64, got 24"
+    with pytest.raises(ValueError, match=expected):
+        treekit.load(path)
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("w.npy", npy((-1,), b""))
+    with pytest.raises(ValueError, match=r"member 'w\.npy': expected an \.npy header"):
+        treekit.load(path)
