@@ -42,3 +42,16 @@ def test_gpt2_saved_by_treekit_loads_with_from_pretrained(tmp_path: Path) -> Non
         assert torch.equal(model(ids).logits, loaded(ids).logits)
     back = treekit.load(tmp_path / "model.safetensors")  # and treekit reads it back exactly
     assert list(back) == list(state) and all(np.array_equal(back[k], v) for k, v in state.items())
+
+
+def test_rename_rules_that_miss_name_each_side_in_one_notation(tmp_path: Path) -> None:
+    path = tmp_path / "foreign.safetensors"
+    _safetensors.write(path, [("model.dense.weight", np.zeros((2, 3), np.float32)), ("model.extra", np.zeros(1))])
+    like = {"dense": {"kernel": treekit.ShapeDtype((2, 3), "float32")}}
+    with pytest.raises(treekit.StructureMismatchError) as info:
+        treekit.load(path, like=like, rename=[(r"^model\.", "")])
+    lines = str(info.value).splitlines()
+    assert lines[0].startswith("file['dense']['kernel']: expected an array of shape (2, 3)")
+    assert lines[0].endswith("got nothing (no tensor 'dense.kernel' in the file)")
+    extra = sorted(line.split(": expected")[0] for line in lines[1:])
+    assert extra == ["file: tensor 'dense.weight'", "file: tensor 'extra'"]

@@ -4,12 +4,14 @@ file claims dies there of MemoryError instead of raising the ValueError that nam
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,4 +103,61 @@ def test_a_member_whose_data_is_short_of_its_shape_is_refused(tmp_path: Path) ->
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("w.npy", npy((-1,), b""))
     with pytest.raises(ValueError, match=r"member 'w\.npy': expected an \.npy header"):
+        treekit.load(path)
+
+
+def _with_record(tmp_path: Path, change: Any) -> Path:
+    """A treekit file of ``{'a': [1.0], 'b': [2.0]}`` whose structure record ``change`` rewrote."""
+    from treekit.checkpoint import _safetensors
+
+    path = tmp_path / "t.safetensors"
+    treekit.save(path, {"a": np.ones(1), "b": np.full(1, 2.0)})
+    tensors, metadata = _safetensors.read(path)
+    record = json.loads(metadata["__treekit__"])
+    change(record)
+    text = json.dumps(record).replace('"DEEP"', "[" * 100_000 + "]" * 100_000)  # (JSON no parser nests)
+    _safetensors.write(path, tensors.items(), {**metadata, "__treekit__": text})
+    return path
+
+
+def _dict_node(record: Any) -> Any:
+    return next(e for e in record["nodes"] if type(e) is dict and e.get("node") == "dict")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: _dict_node(r).update(keys=["a", "a"]), "a dict node listing a key twice"),
+        (lambda r: _dict_node(r).update(order=["a", "a"]), "a dict node whose order lists 1 of its 2 keys"),
+        (lambda r: r["nodes"].insert(0, {"path": "x", "value": "DEEP"}), None),
+    ],
+    ids=["key twice", "order", "deep"],
+)
+def test_a_record_that_would_drop_a_leaf_or_recurse_is_a_value_error(tmp_path: Path, change: Any, message: Any) -> None:
+    path = _with_record(tmp_path, change)
+    with pytest.raises(ValueError, match="damaged or unreadable treekit structure record") as info:
+        treekit.load(path)
+    assert str(path) in str(info.value) and (message is None or message in str(info.value))
+
+
+def test_a_deeply_nested_header_or_index_is_a_value_error(tmp_path: Path) -> None:
+    deep = ("[" * 100_000 + "]" * 100_000).encode()
+    path = tmp_path / "deep.safetensors"
+    head = b'{"__metadata__": {"x": ' + deep + b"}}"
+    head += b" " * (-len(head) % 8)
+    path.write_bytes(len(head).to_bytes(8, "little") + head)
+    with pytest.raises(ValueError, match="header"):
+        treekit.load(path)
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_bytes(b'{"weight_map": ' + deep + b"}")
+    with pytest.raises(ValueError, match="weight_map"):
+        treekit.load(index)
+
+
+def test_a_dimension_past_numpys_limit_is_refused_even_with_no_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "z.safetensors"
+    head = json.dumps({"w": {"dtype": "F32", "shape": [2**63, 0], "data_offsets": [0, 0]}}).encode()
+    head += b" " * (-len(head) % 8)
+    path.write_bytes(len(head).to_bytes(8, "little") + head)
+    with pytest.raises(ValueError, match=r"tensor 'w': shape: expected fewer than 2\*\*63 elements"):
         treekit.load(path)

@@ -158,7 +158,7 @@ def _parse(
     where = os.fspath(path)
     try:
         record = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # (RecursionError: JSON nested past the parser's depth)
         raise ValueError(f"{where}: damaged or unreadable treekit structure record ({exc})") from None
     entries = record.get("nodes") if isinstance(record, dict) else None
     if tensors is None or not isinstance(entries, list):
@@ -301,7 +301,7 @@ def _damaged(path: str | os.PathLike[str]) -> Iterator[None]:
         yield
     except _saved.NeedsTemplate:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
         detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
         raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({detail})") from None
 
@@ -456,7 +456,7 @@ def _shards(index: str | os.PathLike[str], mmap: bool) -> dict[str, Any]:
         with open(where, "rb") as f:
             weight_map = json.loads(f.read().decode("utf-8"))["weight_map"]
         assert isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())
-    except (ValueError, KeyError, TypeError, AssertionError):
+    except (ValueError, KeyError, TypeError, AssertionError, RecursionError):
         raise ValueError(f"{where}: expected JSON with a \"weight_map\" of tensor names to file names") from None
     folder, out = os.path.dirname(os.path.abspath(where)), {}
     for shard in dict.fromkeys(weight_map.values()):

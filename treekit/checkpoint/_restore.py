@@ -25,7 +25,8 @@ def restore(like: Any, flat: dict[str, Any], name: Any) -> Any:
     for path, want in zip(paths, wanted):
         key = name(path)
         if key not in flat:
-            problems.append((path, _what(want), "nothing (no such path in the file)"))
+            where = "no such path in the file" if key == keystr(path) else f"no tensor {key!r} in the file"
+            problems.append((path, _what(want), f"nothing ({where})"))
             out.append(None)
             continue
         used.add(key)
@@ -42,10 +43,16 @@ def restore(like: Any, flat: dict[str, Any], name: Any) -> Any:
 def _mismatch(problems: list[tuple[KeyPath, str, str]], extra: list[tuple[str, str]]) -> NoReturn:
     """One error for every difference, one a line: like's paths first, then the file's extra ones."""
     lines = [f"file{keystr(path)}: expected {expected}, got {got}" for path, expected, got in problems]
-    lines += [f"file{key}: expected nothing (like has no such path), got {got}" for key, got in extra]
+    lines += [f"{_file(key)}: expected nothing (like has no such path), got {got}" for key, got in extra]
     rest = "\n".join(lines[1:_SHOWN]) + (f"\n... and {len(lines) - _SHOWN} more" if len(lines) > _SHOWN else "")
     path, expected, got = problems[0] if problems else ((), f"no leaf at {extra[0][0]}", extra[0][1])
     raise StructureMismatchError("file", path, expected, got, None, rest or None)
+
+
+def _file(key: str) -> str:
+    """How a file's leaf is named in a message: ``file['a'][0]`` by its key path where the file
+    records key paths, else ``file: tensor 'a.0'`` by its name (never the two glued)."""
+    return f"file{key}" if key.startswith(("[", ".")) else f"file: tensor {key!r}"
 
 
 def _what(leaf: Any) -> str:

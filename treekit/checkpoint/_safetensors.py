@@ -19,15 +19,14 @@ import math
 import mmap as mapping
 import os
 import reprlib
-import sys
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from treekit.checkpoint._ahead import Ahead
 from treekit.checkpoint._atomic import atomic_file
+from treekit.checkpoint._codes import CODES, SIZES, code_of, dtype_of
 from treekit.checkpoint._progress import Progress
 from treekit.checkpoint._shards import pieces, save_together, write_pieces
-from treekit.core import dtype_name
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,19 +37,7 @@ MAX_HEADER = 100_000_000  # bytes, safetensors' own limit
 MAX_NDIM = 64  # numpy's
 _CHUNK = 1 << 24  # bytes per write() call, and per copied slab of a non-contiguous array
 _SMALL = 1 << 20  # bytes: a tensor under this is copied out of a map of the file, not read
-# code: (numpy dtype name, item size); the names are those safetensors' Python binding maps.
-_CODES = {
-    "F64": ("float64", 8), "F32": ("float32", 4), "F16": ("float16", 2), "BF16": ("bfloat16", 2),
-    "I64": ("int64", 8), "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1),
-    "U64": ("uint64", 8), "U32": ("uint32", 4), "U16": ("uint16", 2), "U8": ("uint8", 1),
-    "BOOL": ("bool", 1), "C64": ("complex64", 8),
-    "F8_E4M3": ("float8_e4m3fn", 1), "F8_E5M2": ("float8_e5m2", 1), "F8_E8M0": ("float8_e8m0fnu", 1),
-    "F8_E4M3FNUZ": ("float8_e4m3fnuz", 1), "F8_E5M2FNUZ": ("float8_e5m2fnuz", 1),
-}  # fmt: skip
-_BY_NAME = {name: code for code, (name, _) in _CODES.items()}
-_SIZES = {code: size for code, (_, size) in _CODES.items()}
 _INT = frozenset({int})
-_ML_DTYPES = frozenset(name for name, _ in _CODES.values() if name.startswith(("bfloat", "float8")))
 _FOREIGN = (  # how other files start; consulted only once a header length makes no sense
     (b"PK\x03\x04", "a zip file (.npz, or a torch .pt/.bin checkpoint?)"),
     (b"PK\x05\x06", "an empty zip file"),
@@ -82,57 +69,13 @@ class Header(NamedTuple):
     size: int
 
 
-def dtype_of(code: str) -> np.dtype[Any]:
-    """The numpy dtype of a safetensors dtype code.
-
-    >>> dtype_of('F32'), dtype_of('BOOL')
-    (dtype('float32'), dtype('bool'))
-
-    Raises:
-        ValueError: If ``code`` is not one of the codes above.
-        ModuleNotFoundError: If ``code`` is ``BF16`` or ``F8_*`` and ``ml_dtypes`` is missing.
-    """
-    import numpy as np
-
-    if code not in _CODES:
-        raise ValueError(f"dtype code: expected one of {', '.join(_CODES)}, got {_short(code)}")
-    name = _CODES[code][0]
-    if name not in _ML_DTYPES:
-        native = np.dtype(name)
-        return native if sys.byteorder == "little" else native.newbyteorder("<")  # the file's byte order
-    try:
-        import ml_dtypes
-    except ModuleNotFoundError as exc:
-        raise ModuleNotFoundError(f"dtype {code} needs the ml_dtypes package (it comes with jax)") from exc
-    dtype: np.dtype[Any] = np.dtype(getattr(ml_dtypes, name))
-    return dtype
-
-
-def code_of(dtype: Any) -> str | None:
-    """The safetensors code of a dtype, or ``None`` if the file layout has none for it.
-
-    ``None`` for big-endian dtypes too (files are little-endian): the caller converts, or stores
-    the raw bytes as ``U8`` and records the dtype itself.
-
-    >>> code_of('float32'), code_of(bool), code_of('complex128'), code_of('>i4')
-    ('F32', 'BOOL', None, None)
-    """
-    import numpy as np
-
-    if not isinstance(dtype, np.dtype):
-        dtype = np.dtype(dtype)
-    if dtype.byteorder == ">" or (dtype.byteorder == "=" and sys.byteorder == "big"):
-        return None
-    return _BY_NAME.get(dtype_name(dtype))
-
-
 def dtype_name_of(tensor: Tensor) -> str:
     """The numpy name of a tensor's dtype (``'bfloat16'`` for ``BF16``), importing nothing.
 
     >>> dtype_name_of(Tensor('BF16', (2,), 8, 12))
     'bfloat16'
     """
-    return _CODES[tensor.dtype][0]
+    return CODES[tensor.dtype][0]
 
 
 def write(
@@ -305,7 +248,7 @@ def _header(f: IO[bytes], p: str) -> Header:
             code, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
             good = (
                 len(info) == 3
-                and code in _SIZES
+                and code in SIZES
                 and type(shape) is list
                 and len(shape) <= MAX_NDIM
                 and set(map(type, shape)) <= _INT
@@ -313,7 +256,8 @@ def _header(f: IO[bytes], p: str) -> Header:
                 and type(begin) is int
                 and type(end) is int
                 and 0 <= begin <= end <= data_size
-                and end - begin == math.prod(shape) * _SIZES[code]
+                and end - begin == math.prod(shape) * SIZES[code]
+                and (end > begin or 0 not in shape)  # (no bytes, no claims: a zero dim's others checked below)
             )
         except (TypeError, KeyError, ValueError):
             good = False
@@ -340,17 +284,19 @@ def _region(where: str, name: str, info: Any, data_size: int) -> tuple[int, int,
         got = f"keys {_short(sorted(info))}" if type(info) is dict else _kind(info)
         raise ValueError(f"{where}: expected an object with keys ['data_offsets', 'dtype', 'shape'], got {got}")
     code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-    if type(code) is not str or code not in _CODES:
-        raise ValueError(f"{where}: dtype: expected one of {', '.join(_CODES)}, got {_short(code)}")
+    if type(code) is not str or code not in CODES:
+        raise ValueError(f"{where}: dtype: expected one of {', '.join(CODES)}, got {_short(code)}")
     if type(shape) is not list or len(shape) > MAX_NDIM or not all(type(d) is int and d >= 0 for d in shape):
         raise ValueError(f"{where}: shape: expected a list of at most {MAX_NDIM} integers >= 0, got {_short(shape)}")
+    if math.prod(d or 1 for d in shape) >= 1 << 63:  # (numpy's limit, even for an array of no bytes)
+        raise ValueError(f"{where}: shape: expected fewer than 2**63 elements (zeros aside), got {_short(shape)}")
     if type(offsets) is not list or len(offsets) != 2 or not all(type(o) is int for o in offsets):
         raise ValueError(f"{where}: data_offsets: expected [begin, end], two integers, got {_short(offsets)}")
     begin, end = offsets
     if not 0 <= begin <= end <= data_size:
         why = " (a truncated file?)" if 0 <= begin <= end else ""
         raise ValueError(f"{where}: data_offsets: expected 0 <= begin <= end <= {data_size}, got {offsets}{why}")
-    need = math.prod(shape) * _CODES[code][1]  # Python ints: no overflow
+    need = math.prod(shape) * CODES[code][1]  # Python ints: no overflow
     if end - begin != need:
         raise ValueError(f"{where}: expected {need} bytes for shape {shape} of {code}, got offsets {offsets}")
     return begin, end, name, code, tuple(shape)
@@ -415,7 +361,6 @@ def read_tensor(
 
 
 def _tensor(f: IO[bytes], p: str, header: Header, name: str, mmap: bool) -> np.ndarray[Any, Any]:
-    import numpy as np
 
     t = header.tensors.get(name)
     if t is None:
@@ -426,6 +371,13 @@ def _tensor(f: IO[bytes], p: str, header: Header, name: str, mmap: bool) -> np.n
         raise ValueError(f"{p}: tensor {name!r}: expected bytes [{t.begin}, {t.end}], got a {size}-byte file")
     if mmap:
         return _view(_map(f), t, dtype)
+    return _read_into(f, p, f"tensor {name!r}", t, dtype)
+
+
+def _read_into(f: IO[bytes], p: str, what: str, t: Tensor, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """The bytes ``[t.begin, t.end)`` of ``f`` read into a new array of ``t.shape`` and ``dtype``."""
+    import numpy as np
+
     out: np.ndarray[Any, Any] = np.empty(t.shape, dtype)
     view = out.reshape(-1).view(np.uint8).data
     f.seek(t.begin)
@@ -433,9 +385,7 @@ def _tensor(f: IO[bytes], p: str, header: Header, name: str, mmap: bool) -> np.n
     while got < len(view):
         step = f.readinto(view[got:])  # type: ignore[attr-defined]
         if not step:
-            raise ValueError(
-                f"{p}: tensor {name!r}: expected bytes [{t.begin}, {t.end}], got the end at {t.begin + got}"
-            )
+            raise ValueError(f"{p}: {what}: expected bytes [{t.begin}, {t.end}], got the end at {t.begin + got}")
         got += step
     return out
 
@@ -459,26 +409,41 @@ def read(path: str | os.PathLike[str], mmap: bool = False) -> tuple[dict[str, np
     Raises:
         ValueError: For a damaged or foreign file, as :func:`read_header`.
     """
+    import numpy as np
+
     p = os.fspath(path)
     with open(path, "rb") as f:
         header = _header(f, p)
-        # Small tensors are copied out of one map of the file (a read call each costs more than
-        # the copy); big ones read into their arrays. With mmap=True, each is a view of the map.
-        whole = _map(f)
         dtypes = {code: dtype_of(code) for code in {t.dtype for t in header.tensors.values()}}
-        out, view = {}, None
-        with Progress(f"load {os.path.basename(p)}", 0 if mmap else header.size - header.data_start) as progress:
-            for name, t in header.tensors.items():
-                nbytes, dtype = t.end - t.begin, dtypes[t.dtype]
-                if mmap or 0 < nbytes < _SMALL:
-                    view = _view(whole, t, dtype)
-                    out[name] = view if mmap else view.copy()
-                else:
+        if mmap:  # each a view of one map of the file
+            whole = _map(f)
+            return {name: _view(whole, t, dtypes[t.dtype]) for name, t in header.tensors.items()}, header.metadata
+        # Runs of small tensors are read in one call and copied out (a call each costs more than
+        # the copy); big ones read into their arrays. Never from a map: a file another process
+        # truncates meanwhile is a ValueError here, where a map's reader would die of SIGBUS.
+        out: dict[str, np.ndarray[Any, Any]] = {}
+        tensors = list(header.tensors.items())
+        with Progress(f"load {os.path.basename(p)}", header.size - header.data_start) as progress:
+            at = 0
+            while at < len(tensors):
+                run = at
+                while run < len(tensors) and tensors[run][1].end - tensors[at][1].begin < _SMALL:
+                    run += 1
+                if run == at:  # a big tensor
+                    name, t = tensors[at]
                     out[name] = _tensor(f, p, header, name, False)
-                progress.advance(0 if mmap else nbytes)
-        if not mmap:
-            del view  # (the map closes only once no array views it)
-            whole.close()
+                    at += 1
+                    progress.advance(t.end - t.begin)
+                    continue
+                first, last = tensors[at][1], tensors[run - 1][1]
+                block = Tensor("U8", (last.end - first.begin,), first.begin, last.end)
+                what = f"tensors {tensors[at][0]!r} to {tensors[run - 1][0]!r}"
+                data = _read_into(f, p, what, block, np.dtype(np.uint8))
+                for name, t in tensors[at:run]:
+                    piece = data[t.begin - first.begin : t.end - first.begin]
+                    out[name] = piece.view(dtypes[t.dtype]).reshape(t.shape).copy()
+                at = run
+                progress.advance(last.end - first.begin)
         return out, header.metadata
 
 

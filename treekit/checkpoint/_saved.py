@@ -335,8 +335,13 @@ def node_value(kind: str, entry: dict[str, Any], children: list[Any]) -> Any:
         return None
     if kind in DICT_KINDS:
         out = dict(zip(map(decode_key, entry["keys"]), children))
+        if len(out) != len(children):  # (a key listed twice would drop a leaf)
+            raise ValueError(f"a {kind} node listing a key twice ({len(children)} children, {len(out)} keys)")
         if "order" in entry:
-            out = {k: out[k] for k in map(decode_key, entry["order"])}
+            ordered = {k: out[k] for k in map(decode_key, entry["order"])}
+            if len(ordered) != len(out):
+                raise ValueError(f"a {kind} node whose order lists {len(ordered)} of its {len(out)} keys")
+            out = ordered
         if kind == "ordereddict":
             return collections.OrderedDict(out)
         if kind == "defaultdict":
