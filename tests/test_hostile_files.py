@@ -56,7 +56,7 @@ def test_an_npz_member_claiming_a_terabyte_is_refused_naming_it(tmp_path: Path) 
         z.writestr("w.npy", npy((1 << 40,), b"\0" * 16))
     assert path.stat().st_size < 300
     got = load_capped(path)
-    assert got.startswith(f"ValueError: {path}: member 'w.npy': expected 8796093022208 bytes of data"), got
+    assert got.startswith(f"ValueError: {path}: array 'w': expected 8,796,093,022,208 bytes of data"), got
 
 
 def _claim(path: Path, size: int) -> None:
@@ -76,7 +76,7 @@ def test_a_compressed_member_claiming_more_than_deflate_gives_is_refused(tmp_pat
         compressed = z.infolist()[0].compress_size
     _claim(path, compressed * 5000)
     got = load_capped(path)
-    assert got.startswith(f"ValueError: {path}: member 'w.npy': expected at most 1100x its"), got
+    assert got.startswith(f"ValueError: {path}: array 'w': expected at most 1100x its"), got
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS caps the address space on Linux")
@@ -85,7 +85,7 @@ def test_max_bytes_bounds_a_zip_bomb_and_a_safetensors_file(tmp_path: Path) -> N
     np.savez_compressed(bomb, w=np.zeros(1 << 30, np.uint8))  # 1 GB of zeros in about 1 MB
     assert bomb.stat().st_size < 2 << 20
     got = load_capped(bomb, max_bytes=100 << 20)
-    assert got.startswith(f"ValueError: {bomb}: expected at most max_bytes={100 << 20} bytes of arrays"), got
+    assert got.startswith(f"ValueError: {bomb}: inflates to 1,073,741,952 bytes, more than max_bytes=104,857,600"), got
     plain = tmp_path / "w.safetensors"
     treekit.save(plain, {"w": np.zeros(1000)})
     with pytest.raises(ValueError, match="expected at most max_bytes=100 bytes, got"):
@@ -97,12 +97,12 @@ def test_a_member_whose_data_is_short_of_its_shape_is_refused(tmp_path: Path) ->
     path = tmp_path / "short.npz"
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("w.npy", npy((10,), b"\0" * 24))
-    expected = r"member 'w.npy': expected 80 bytes of data for shape \(10,\) of float64, got 24"
+    expected = r"array 'w': expected 80 bytes of data for shape \(10,\) float64, got 24 \(a truncated"
     with pytest.raises(ValueError, match=expected):
         treekit.load(path)
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("w.npy", npy((-1,), b""))
-    with pytest.raises(ValueError, match=r"member 'w\.npy': expected an \.npy header"):
+    with pytest.raises(ValueError, match=r"array 'w': expected a \.npy header whose shape has sizes >= 0"):
         treekit.load(path)
 
 

@@ -1,6 +1,7 @@
 # Lives here: _io.py (the public functions), _manager.py (CheckpointManager), _saved.py (the
 # structure record), _restore.py (into like=), _npz.py, _safetensors.py, _shards.py (arrays
-# saved shard by shard), _atomic.py, _progress.py.
+# saved shard by shard), _atomic.py, _progress.py, _ahead.py (device-to-host copies ahead of
+# the writer), _codes.py (safetensors dtype codes).
 # May import: core, ops, sharding, checks. Start at _io.py.
 """Checkpoints: save, load, load_leaf and metadata over .npz and .safetensors files."""
 
@@ -10,3 +11,5 @@ from treekit.checkpoint._io import metadata as metadata
 from treekit.checkpoint._io import save as save
 from treekit.checkpoint._manager import CheckpointManager as CheckpointManager
 from treekit.checkpoint._npz import PickleRefused as PickleRefused
+from treekit.checkpoint._npz import check_members as check_members
+from treekit.checkpoint._npz import npy_header as npy_header

@@ -3,14 +3,15 @@ refused (:class:`PickleRefused`), a file that is no zip told from a damaged one.
 
 from __future__ import annotations
 
-import ast
-import math
+import io
 import os
 import zipfile
-from typing import Any
+from collections.abc import Callable
+from typing import IO, Any
 
 __all__ = [
-    "PICKLE_FILE", "PICKLE_WHY", "ZIP_HEADS", "PickleRefused", "check_members", "file_head", "may_be_pickle", "read_npz"
+    "PICKLE_FILE", "PICKLE_WHY", "ZIP_HEADS", "PickleRefused", "check_members", "file_head", "may_be_pickle",
+    "npy_header", "read_npz",
 ]
 
 ZIP_HEADS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip file's first member, or an empty zip file
@@ -80,59 +81,136 @@ def read_npz(path: str | os.PathLike[str], max_bytes: int | None = None) -> dict
 
 
 _RATIO = 1100  # deflate gives at most about 1032 bytes for each compressed byte
-_NPY_HEADER = 1 << 20  # bytes at most of a member's .npy header (numpy's writer makes < 10,000)
+NPY_HEADER_LIMIT = 10_000  # numpy's own limit on headers it parses without allow_pickle
+NPY_MAGIC = b"\x93NUMPY"
 
 
-def check_members(archive: zipfile.ZipFile, size: int, max_bytes: int | None) -> None:
-    """Each member of ``archive`` (a file of ``size`` bytes) holds what it claims: stored
-    members lie inside the file, compressed ones claim no more than deflate can give, and each
-    ``.npy`` member's header (shape and dtype) matches its size; the arrays hold at most
-    ``max_bytes`` in all.
+def _over(max_bytes: int) -> str:
+    return f"more than max_bytes={max_bytes:,}"
+
+
+def check_members(
+    archive: zipfile.ZipFile,
+    size: int,
+    max_bytes: int | None,
+    allow_pickle: bool = False,
+    over: Callable[[int], str] = _over,
+    advice: str = "",
+) -> None:
+    """Each member of ``archive`` (a file of ``size`` bytes) holds what it claims, read from the
+    zip's directory and each ``.npy`` header alone: members lie inside the file, compressed ones
+    claim no more than deflate can give, each array's shape and dtype fit its member; what the
+    members inflate to is at most ``max_bytes`` (``over(max_bytes)`` says how it is over;
+    ``advice`` ends the message on a long ``.npy`` header).
+
+    >>> import io, zipfile
+    >>> import numpy as np
+    >>> buf = io.BytesIO()
+    >>> np.savez(buf, w=np.zeros(1000))
+    >>> check_members(zipfile.ZipFile(buf), len(buf.getvalue()), max_bytes=100)
+    Traceback (most recent call last):
+    ...
+    ValueError: inflates to 8,128 bytes, more than max_bytes=100
 
     Raises:
-        ValueError: Naming the member and what it claims.
+        ValueError: Naming the array and what it claims.
+    """
+    members = archive.infolist()
+    total = sum(info.file_size for info in members)
+    if max_bytes is not None and total > max_bytes:
+        raise ValueError(f"inflates to {total:,} bytes, {over(max_bytes)}")
+    for info in members:
+        key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        if info.flag_bits & 0x1:
+            raise ValueError(f"array {key!r}: expected a zip member as numpy writes it, got an encrypted one")
+        if info.header_offset + info.compress_size > size:
+            raise ValueError(f"array {key!r}: claims {info.compress_size:,} bytes past the file's end ({size:,} bytes)")
+        if info.file_size > max(info.compress_size, 1) * _RATIO:
+            raise ValueError(
+                f"array {key!r}: expected at most {_RATIO}x its {info.compress_size:,} compressed bytes, "
+                f"got a claim of {info.file_size:,} (a zip bomb?)"
+            )
+        try:
+            with archive.open(info) as member:
+                npy_header(member, f"array {key!r}: ", info.file_size, max_bytes, allow_pickle, over, advice)
+        except (RuntimeError, NotImplementedError) as exc:  # zipfile's words for what it cannot read
+            raise ValueError(f"array {key!r}: cannot read it from the zip file ({exc})") from exc
+
+
+def npy_header(
+    fp: IO[bytes],
+    name: str,
+    available: int,
+    max_bytes: int | None,
+    allow_pickle: bool,
+    over: Callable[[int], str] = _over,
+    advice: str = "",
+) -> bool:
+    """Check the ``.npy`` header at ``fp`` against the ``available`` bytes of the file (or zip
+    member) and ``max_bytes``, without reading the data; return whether it holds objects.
+
+    ``name`` starts each message (``"array 'w': "`` in a ``.npz``, ``""`` for a ``.npy`` file).
+    Raises ValueError for a malformed header, a header that declares more data than the file
+    has, an oversized header (unless ``allow_pickle``; ``advice`` ends that message) or an array
+    over the limit (``over(max_bytes)`` says how it is over).
+
+    >>> import io
+    >>> import numpy as np
+    >>> buf = io.BytesIO()
+    >>> np.save(buf, np.zeros(3))
+    >>> size = buf.tell()
+    >>> _ = buf.seek(0)
+    >>> npy_header(buf, '', size, None, False)  # (no objects: not pickled)
+    False
+    >>> npy_header(io.BytesIO(buf.getvalue()[:100]), 'w: ', 100, None, False)
+    Traceback (most recent call last):
+    ...
+    ValueError: w: expected a .npy header of 118 bytes, got 90 (truncated file)
     """
     import numpy as np
+    from numpy.lib import format as npy
 
-    total = 0
-    for info in archive.infolist():
-        name, claimed = info.filename, info.file_size
-        if info.header_offset + info.compress_size > size:
-            raise ValueError(f"member {name!r}: claims {info.compress_size} bytes past the file's end ({size} bytes)")
-        if claimed > max(info.compress_size, 1) * _RATIO:
-            raise ValueError(
-                f"member {name!r}: expected at most {_RATIO}x its {info.compress_size} compressed bytes, "
-                f"got a claim of {claimed} (a zip bomb?)"
-            )
-        total += claimed
-        if max_bytes is not None and total > max_bytes:
-            raise ValueError(f"expected at most max_bytes={max_bytes} bytes of arrays, got {total} or more")
-        if not name.endswith(".npy"):
-            continue
-        with archive.open(info) as f:
-            start = f.read(8)
-            if start[:6] != b"\x93NUMPY" or start[6:7] not in (b"\x01", b"\x02", b"\x03"):
-                continue  # (not an .npy: numpy says what it is)
-            width = 2 if start[6] == 1 else 4
-            length = int.from_bytes(f.read(width), "little")
-            if length > _NPY_HEADER:
-                raise ValueError(f"member {name!r}: expected an .npy header under {_NPY_HEADER} bytes, got {length}")
-            text = f.read(length).decode("utf-8" if start[6] == 3 else "latin1", "replace")
-        try:
-            header = ast.literal_eval(text)
-            shape, dtype = tuple(header["shape"]), np.lib.format.descr_to_dtype(header["descr"])
-            if not all(type(n) is int and n >= 0 for n in shape):
-                raise ValueError
-        except Exception:
-            raise ValueError(f"member {name!r}: expected an .npy header (descr, shape), got {text!r:.80}") from None
-        if dtype.hasobject:
-            continue  # (stored with pickle: refused when read)
-        data = math.prod(shape) * dtype.itemsize
-        if 8 + width + length + data != claimed:
-            raise ValueError(
-                f"member {name!r}: expected {data} bytes of data for shape {shape} of {dtype}, "
-                f"got {claimed - 8 - width - length}"
-            )
+    start = fp.read(8)
+    if len(start) < 8 or not start.startswith(NPY_MAGIC):
+        raise ValueError(f"{name}expected a .npy header starting with {NPY_MAGIC!r}, got {start[:6]!r}")
+    major = start[6]
+    width = 2 if major == 1 else 4
+    if major not in (1, 2, 3):
+        raise ValueError(f"{name}expected .npy format version 1, 2 or 3, got {major}.{start[7]}")
+    size_bytes = fp.read(width)
+    header_len = int.from_bytes(size_bytes, "little")
+    if header_len > NPY_HEADER_LIMIT and not allow_pickle:
+        raise ValueError(
+            f"{name}expected a .npy header of at most {NPY_HEADER_LIMIT:,} bytes, got {header_len:,} bytes "
+            f"(a header this long is slow to parse safely{advice})"
+        )
+    text = fp.read(header_len)
+    if len(text) < header_len:
+        raise ValueError(f"{name}expected a .npy header of {header_len:,} bytes, got {len(text):,} (truncated file)")
+
+    reader = npy.read_array_header_1_0 if major == 1 else npy.read_array_header_2_0
+    fake = io.BytesIO(size_bytes + text)
+    try:
+        shape, _, dtype = reader(fake, max_header_size=max(header_len + 1, NPY_HEADER_LIMIT))
+    except (ValueError, SyntaxError, TypeError) as exc:
+        raise ValueError(f"{name}expected a .npy header, got one numpy cannot read ({exc})") from None
+    if dtype.hasobject:  # stored with pickle: no size to check; the caller refuses or unpickles
+        return True
+    if any(dim < 0 for dim in shape):
+        raise ValueError(f"{name}expected a .npy header whose shape has sizes >= 0, got shape {shape}")
+    count = 1
+    for dim in shape:
+        count *= dim
+    nbytes = count * dtype.itemsize
+    data = available - (8 + width + header_len)
+    if nbytes > data:
+        raise ValueError(
+            f"{name}expected {nbytes:,} bytes of data for shape {shape} {np.dtype(dtype).name}, "
+            f"got {max(data, 0):,} (a truncated or corrupt file)"
+        )
+    if max_bytes is not None and nbytes > max_bytes:
+        raise ValueError(f"{name}array of {nbytes:,} bytes, {over(max_bytes)}")
+    return False
 
 
 def file_head(path: str | os.PathLike[str]) -> bytes:

@@ -13,8 +13,9 @@ import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import Any, TextIO
 
+from treekit.checkpoint import check_members, npy_header
 from treekit.core import dtype_name, flatten, leaf_size
 from treekit.look import Row, summary, table_rows, view
 from treekit.ops import unflatten_dict
@@ -25,93 +26,21 @@ DEFAULT_MAX_BYTES = 1 << 30
 """What ``show`` inflates or reads at most (1 GiB) unless told otherwise (``--max-bytes``)."""
 
 _PICKLE_WHY = "unpickling runs code chosen by whoever wrote the file; pass --allow-pickle only for files you trust"
+_HEADER_ADVICE = "; pass --allow-pickle only for files you trust"
 _PICKLE_SUFFIXES = (".pkl", ".pickle", ".pck", ".pt", ".pth")
-_NPY_HEADER_LIMIT = 10_000  # numpy's own limit on headers it parses without allow_pickle
-_NPY_MAGIC = b"\x93NUMPY"
 
 
 def _limit_hint(max_bytes: int) -> str:
     return f"more than --max-bytes {max_bytes:,}; pass --max-bytes N or --no-limit to read it anyway"
 
 
-def _npy_header(fp: IO[bytes], name: str, available: int, max_bytes: int | None, allow_pickle: bool) -> bool:
-    """Check the ``.npy`` header at ``fp`` against the ``available`` bytes of the file (or zip
-    member) and ``max_bytes``, without reading the data; return whether it holds objects.
-
-    ``name`` starts each message (``"array 'w': "`` in a ``.npz``, ``""`` for a ``.npy`` file).
-    Raises ValueError for a malformed header, a header that declares more data than the file
-    has, an oversized header (unless ``allow_pickle``) or an array over the limit.
-    """
-    import numpy as np
-    from numpy.lib import format as npy
-
-    start = fp.read(8)
-    if len(start) < 8 or not start.startswith(_NPY_MAGIC):
-        raise ValueError(f"{name}expected a .npy header starting with {_NPY_MAGIC!r}, got {start[:6]!r}")
-    major = start[6]
-    width = 2 if major == 1 else 4
-    if major not in (1, 2, 3):
-        raise ValueError(f"{name}expected .npy format version 1, 2 or 3, got {major}.{start[7]}")
-    size_bytes = fp.read(width)
-    header_len = int.from_bytes(size_bytes, "little")
-    if header_len > _NPY_HEADER_LIMIT and not allow_pickle:
-        raise ValueError(
-            f"{name}expected a .npy header of at most {_NPY_HEADER_LIMIT:,} bytes, got {header_len:,} bytes "
-            "(a header this long is slow to parse safely; pass --allow-pickle only for files you trust)"
-        )
-    text = fp.read(header_len)
-    if len(text) < header_len:
-        raise ValueError(f"{name}expected a .npy header of {header_len:,} bytes, got {len(text):,} (truncated file)")
-    import io
-
-    reader = npy.read_array_header_1_0 if major == 1 else npy.read_array_header_2_0
-    fake = io.BytesIO(size_bytes + text)
-    try:
-        shape, _, dtype = reader(fake, max_header_size=max(header_len + 1, _NPY_HEADER_LIMIT))
-    except (ValueError, SyntaxError, TypeError) as exc:
-        raise ValueError(f"{name}expected a .npy header, got one numpy cannot read ({exc})") from None
-    if dtype.hasobject:  # stored with pickle: no size to check; the caller refuses or unpickles
-        return True
-    if any(dim < 0 for dim in shape):
-        raise ValueError(f"{name}expected a .npy header whose shape has sizes >= 0, got shape {shape}")
-    count = 1
-    for dim in shape:
-        count *= dim
-    nbytes = count * dtype.itemsize
-    data = available - (8 + width + header_len)
-    if nbytes > data:
-        raise ValueError(
-            f"{name}expected {nbytes:,} bytes of data for shape {shape} {np.dtype(dtype).name}, "
-            f"got {max(data, 0):,} (a truncated or corrupt file)"
-        )
-    if max_bytes is not None and nbytes > max_bytes:
-        raise ValueError(f"{name}array of {nbytes:,} bytes, {_limit_hint(max_bytes)}")
-    return False
-
-
 def _check_npz(path: Path, max_bytes: int | None, allow_pickle: bool) -> None:
     """Check every member's declared size (what it inflates to) and ``.npy`` header first."""
     try:
-        _check_members(path, max_bytes, allow_pickle)
+        with zipfile.ZipFile(path) as archive:
+            check_members(archive, path.stat().st_size, max_bytes, allow_pickle, _limit_hint, _HEADER_ADVICE)
     except zipfile.BadZipFile as exc:
         raise ValueError(f"not a valid .npz (zip) file: {exc}") from exc
-
-
-def _check_members(path: Path, max_bytes: int | None, allow_pickle: bool) -> None:
-    with zipfile.ZipFile(path) as archive:
-        members = archive.infolist()
-        total = sum(info.file_size for info in members)
-        if max_bytes is not None and total > max_bytes:
-            raise ValueError(f"inflates to {total:,} bytes, {_limit_hint(max_bytes)}")
-        for info in members:
-            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            if info.flag_bits & 0x1:
-                raise ValueError(f"array {key!r}: expected a zip member as numpy writes it, got an encrypted one")
-            try:
-                with archive.open(info) as member:
-                    _npy_header(member, f"array {key!r}: ", info.file_size, max_bytes, allow_pickle)
-            except (RuntimeError, NotImplementedError) as exc:  # zipfile's words for what it cannot read
-                raise ValueError(f"array {key!r}: cannot read it from the zip file ({exc})") from exc
 
 
 def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Any:
@@ -177,7 +106,7 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
     if suffix == ".npy":
         with path.open("rb") as f:
             # memory-mapped: nothing is read, so only the header's honesty matters, not the size
-            objects = _npy_header(f, "", path.stat().st_size, None, allow_pickle)
+            objects = npy_header(f, "", path.stat().st_size, None, allow_pickle, _limit_hint, _HEADER_ADVICE)
         if objects and not allow_pickle:
             raise ValueError(f"refusing to load a pickled array: {_PICKLE_WHY}")
         if not objects:
