@@ -518,3 +518,14 @@ def test_a_record_that_disagrees_with_the_header_is_one_clear_error(
         with pytest.raises(ValueError) as info:
             read(name)
         assert str(info.value).startswith(f"{name}: {message}"), str(info.value)
+
+
+def test_saving_a_template_or_a_deleted_array_names_its_path(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"tree\['p'\]\['w'\]: expected an array with data, got a ShapeDtype, a shape"):
+        treekit.save(tmp_path / "t.safetensors", {"p": {"w": treekit.ShapeDtype((2, 2), "float32")}})
+    jnp = pytest.importorskip("jax.numpy")
+    gone = jnp.ones(3)
+    gone.delete()
+    with pytest.raises(TypeError, match=r"tree\['w'\]: expected an array with data, got a deleted jax.Array"):
+        treekit.save(tmp_path / "t.safetensors", {"w": gone})
+    assert not list(tmp_path.iterdir())  # nothing written

@@ -492,3 +492,18 @@ def test_a_safetensors_file_is_shown_from_its_header(tmp_path: Path, capsys: pyt
     assert main(["show", str(name)]) == 0
     out = capsys.readouterr().out
     assert "['dense']['w']" in out and "(4, 3)" in out and "float32" in out
+
+
+def test_files_are_recognised_by_content_whatever_their_names(tmp_path: Path, capsys: Any) -> None:
+    """treekit.save's files named .ckpt or .bin: safetensors by their header, a .npz by its zip head."""
+    import treekit
+
+    for name, layout in (("model.ckpt", "w.safetensors"), ("model.bin", "w.npz"), ("weights", "w.safetensors")):
+        treekit.save(tmp_path / layout, {"layer": {"w": np.zeros((2, 3), np.float32)}})
+        (tmp_path / layout).rename(tmp_path / name)
+        assert main(["show", str(tmp_path / name)]) == 0
+        out = capsys.readouterr().out
+        assert "(2, 3)" in out and "float32" in out, out
+    (tmp_path / "notes.ckpt").write_text("not a checkpoint")
+    assert main(["show", str(tmp_path / "notes.ckpt")]) != 0
+    assert "expected a .safetensors, .npz, .npy or .json file" in capsys.readouterr().err

@@ -36,6 +36,10 @@ class Unsaveable(Exception):
     """A value the record cannot hold (raised inside encoding; turned into a TypeError with its path)."""
 
 
+class NoData(Unsaveable):
+    """An array leaf with no data to save: abstract (a shape and dtype alone) or deleted."""
+
+
 def ref(obj: Any) -> str:
     """``module:qualname`` of a class or function that can be found again by that name."""
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
@@ -123,6 +127,11 @@ def leaf_record(leaf: Any, path: str, name: str, arrays: dict[str, Any], stored:
         arrays[name] = leaf
         return name if name == path else {"path": path, "array": name}
     if is_array(leaf) or (hasattr(leaf, "__array__") and hasattr(leaf, "dtype")):
+        deleted = getattr(leaf, "is_deleted", None)
+        if callable(deleted) and deleted():
+            raise NoData("a deleted jax.Array (donated to a jitted step, or deleted): save it before that step")
+        if not hasattr(leaf, "__array__"):
+            raise NoData(f"a {type(leaf).__name__}, a shape and dtype alone: a template is for load(like=...)")
         record: dict[str, Any] = {"path": path}
         impl = key_impl(leaf)
         if impl is not None:  # a typed key: its key data (uint32), and the implementation's name
@@ -444,7 +453,6 @@ def record_of(tree: Any, stored: Any, names: str = ".") -> tuple[str, dict[str, 
         except Unsaveable as exc:
             what = "a leaf" if ntype is None else f"a {ntype.type.__qualname__} node"
             where = paths[leaf_index] if ntype is None else path_of_node(tree, nodes, at)
-            raise TypeError(
-                f"tree{keystr(where)}: expected {what} that saves without pickle, got {exc}"
-            ) from None
+            expected = "an array with data" if isinstance(exc, NoData) else f"{what} that saves without pickle"
+            raise TypeError(f"tree{keystr(where)}: expected {expected}, got {exc}") from None
     return json.dumps({"format": FORMAT, "version": VERSION, "nodes": records}, allow_nan=True), arrays

@@ -46,7 +46,8 @@ def _check_npz(path: Path, max_bytes: int | None, allow_pickle: bool) -> None:
 def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Any:
     """The tree stored in ``path``: ``.safetensors`` (:func:`treekit.metadata`: its arrays as
     ``ShapeDtype`` leaves, read from the header alone), ``.npz`` (as :func:`treekit.load` reads
-    it), ``.npy``, ``.json``.
+    it), ``.npy``, ``.json``; a file of another name by its content (a zip, an ``.npy`` or a
+    safetensors header: ``treekit.save``'s ``model.ckpt``).
 
     Pickle files (by suffix or content) and arrays stored with pickle are refused unless
     ``allow_pickle``: unpickling runs code from the file. A ``.npy`` file comes back
@@ -83,6 +84,8 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
         head = f.read(4)
     if not head:
         raise ValueError("expected a tree, got an empty file")
+    if suffix not in (".npz", ".npy", ".safetensors", ".json", *_PICKLE_SUFFIXES):  # by content, whatever its name
+        suffix = ".npz" if head in _ZIP_MAGIC else ".npy" if head == _NPY_HEAD else _safetensors_or(path, suffix)
     pickled = head[:1] == b"\x80"  # every pickle protocol >= 2 starts so (and 1 safetensors file in 32)
     if suffix in _PICKLE_SUFFIXES and head in _ZIP_MAGIC:
         raise ValueError(_ZIP_NOT_PICKLE)
@@ -130,6 +133,19 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
 
 
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip file's first member, or an empty zip file
+_NPY_HEAD = b"\x93NUM"
+
+
+def _safetensors_or(path: Path, suffix: str) -> str:
+    """``'.safetensors'`` if ``path``'s header reads as one (``treekit.save``'s ``model.ckpt``),
+    else ``suffix``."""
+    from treekit.checkpoint import metadata
+
+    try:
+        metadata(path)
+    except ValueError:
+        return suffix
+    return ".safetensors"
 _ZIP_NOT_PICKLE = (
     "expected a pickle, got a zip archive (torch.save's format): load it with torch.load, "
     "then treekit.save the tree to show it"
