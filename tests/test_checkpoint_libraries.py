@@ -4,6 +4,7 @@ where the library is installed (the dev extra has them all)."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,42 @@ def test_numpy_savez_bfloat16_comes_back_in_likes_dtype(tmp_path: Path) -> None:
     loaded = treekit.load(tmp_path / "plain.npz", like={"dense": {"w": treekit.ShapeDtype((2, 3), "bfloat16")}})
     assert loaded["dense"]["w"].dtype == w.dtype
     np.testing.assert_array_equal(loaded["dense"]["w"], w)
+
+
+ORDER = """
+import sys
+first, second = sys.argv[2].split(",")
+__import__(first), __import__(second)
+import numpy as np
+from flax import nnx
+import treekit
+
+class Model(nnx.Module):
+    def __init__(self):
+        self.w = nnx.Param(np.arange(6.0, dtype=np.float32).reshape(2, 3))
+        self.b = nnx.BatchStat(np.zeros(3, np.float32))
+
+state = nnx.state(Model())
+treekit.save(sys.argv[1], {"model": state, "step": 3})
+try:
+    treekit.load(sys.argv[1])
+except ValueError as exc:
+    print("needs like:", "pass like=" in str(exc))
+print(treekit.load(sys.argv[1], like={"model": state, "step": 0})["model"]["w"].value.tolist())
+"""
+
+
+def test_one_tree_makes_one_file_whatever_was_imported_first(tmp_path: Path) -> None:
+    pytest.importorskip("flax.nnx")
+    import subprocess
+    import sys
+
+    outs = []
+    for k, order in enumerate(("treekit,flax.nnx", "flax.nnx,treekit")):
+        name = tmp_path / f"state{k}.safetensors"
+        env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+        proc = subprocess.run([sys.executable, "-c", ORDER, str(name), order], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(proc.stdout)
+    assert (tmp_path / "state0.safetensors").read_bytes() == (tmp_path / "state1.safetensors").read_bytes()
+    assert outs[0] == outs[1] == "needs like: True\n[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]\n", outs

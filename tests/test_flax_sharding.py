@@ -66,6 +66,13 @@ def test_unannotated_leaves_still_need_a_rule_or_a_default() -> None:
     assert "['params']['Dense_0']['kernel']" not in text  # its box names its spec
 
 
+def test_shardings_without_rules_replicate_what_no_box_names_as_flax_does() -> None:
+    named = shardings(_linen(), ONE_DEVICE)  # (match_rules itself still asks for a rule or a default)
+    assert named["params"]["Dense_0"]["kernel"].spec == P(None, "model")
+    assert named["params"]["Dense_0"]["bias"].spec == P() and named["params"]["Dense_1"]["kernel"].spec == P()
+    assert jax.tree_util.tree_map(lambda x: x.spec, named) == nn.get_partition_spec(_linen())
+
+
 def test_nnx_variables_sharding_metadata_is_the_spec() -> None:
     state = _nnx_state()
     specs = match_rules(state, [], default=None)

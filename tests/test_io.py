@@ -334,9 +334,16 @@ def test_a_damaged_record_and_an_unknown_class_say_so(tmp_path: Path) -> None:
         treekit.load(name)
     record = head + b'[{"node": "namedtuple", "n": 0, "type": "nowhere_mod:P"}]}'
     np.savez(name, __treekit__=np.frombuffer(record, np.uint8))
-    with pytest.raises(ValueError, match=r"nowhere_mod\.P is not defined \(import nowhere_mod before loading\)"):
+    with pytest.raises(ValueError) as info:
         treekit.load(name)
+    assert str(info.value) == (  # (an intact file: not called damaged)
+        f"{name}: nowhere_mod.P is not defined here: import nowhere_mod first (load imports nothing), "
+        "or pass like= (a tree of the same structure)"
+    )
     assert "nowhere_mod" not in sys.modules
+    np.savez(name, __treekit__=np.frombuffer(record.replace(b"nowhere_mod", b"__main__"), np.uint8))
+    with pytest.raises(ValueError, match=r"__main__\.P is not defined here: it was defined in the script that saved"):
+        treekit.load(name)
 
 
 def test_a_plain_npz_loads_as_nested_dicts(tmp_path: Path) -> None:
@@ -529,3 +536,16 @@ def test_saving_a_template_or_a_deleted_array_names_its_path(tmp_path: Path) -> 
     with pytest.raises(TypeError, match=r"tree\['w'\]: expected an array with data, got a deleted jax.Array"):
         treekit.save(tmp_path / "t.safetensors", {"w": gone})
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_load_leaf_takes_every_path_form_treekit_prints(tmp_path: Path) -> None:
+    name = tmp_path / "t.safetensors"
+    tree = {"layers": [{"b": np.arange(2.0)}, {"b": np.arange(3.0)}], "head": {"w": np.ones(4)}}
+    entries = (treekit.DictKey("layers"), treekit.SequenceKey(1), treekit.DictKey("b"))
+    for names in (".", "keystr"):
+        treekit.save(name, tree, names=names)
+        for form in ("['layers'][1]['b']", "layers/1/b", "layers.1.b", entries):
+            assert treekit.load_leaf(name, form).tolist() == [0.0, 1.0, 2.0], (names, form)
+    with pytest.raises(KeyError) as info:
+        treekit.load_leaf(name, "layers/2/b")
+    assert "no array leaf at 'layers/2/b'" in info.value.args[0]

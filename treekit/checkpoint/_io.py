@@ -301,6 +301,8 @@ def _damaged(path: str | os.PathLike[str]) -> Iterator[None]:
         yield
     except _saved.NeedsTemplate:
         raise
+    except _saved.Undefined as exc:  # (an intact file, a class this process lacks)
+        raise ValueError(f"{os.fspath(path)}: {exc}") from None
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
         detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
         raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({detail})") from None
@@ -382,7 +384,8 @@ def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False
 
     ``key_path`` is the leaf's key path: a tuple of key entries (as ``tree_flatten_with_path``
     gives), or its :func:`treekit.keystr` string (``"['params']['w']"``), or its tensor's name
-    (``'params.w'``).
+    (``'params.w'``), or its plain keys joined by ``/`` or ``.`` (``'params/w'``, as
+    ``flatten_dict`` and :func:`treekit.view` print them).
 
     >>> import os, tempfile
     >>> import numpy as np
@@ -418,6 +421,8 @@ def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False
     else:  # by its key path, else by its tensor's name (params.w)
         entry = next((e for e in leaves if type(e) is dict and e.get("path") == want), None)
         entry = entry or next((e for e in leaves if type(e) is dict and e.get("array") == want), None)
+        if entry is None and isinstance(key_path, str):  # its plain keys joined by / or . ('layers/0/b')
+            entry = next((e for e in leaves if _saved.path_of(e) == _plain_path(path, want)), None)
     if entry is None:
         names = [_saved.path_of(e) for e in leaves] if record is not None else list(header.tensors)
         raise KeyError(f"{os.fspath(path)}: no array leaf at {want!r} (there are {len(names)}, e.g. {names[:3]})")
@@ -425,6 +430,21 @@ def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False
     array = _safetensors.read_tensor(path, header, name, mmap=mmap)
     with _damaged(path):
         return _saved.leaf_value(entry, {name: array})
+
+
+def _plain_path(path: str | os.PathLike[str], want: str) -> str | None:
+    """The keystr of the leaf of ``path``'s tree whose plain keys joined by ``/`` or ``.`` are
+    ``want`` (as ``flatten_dict`` and the HTML view print them); ``None`` if none."""
+    try:
+        spec = metadata(path)
+    except ValueError:
+        return None
+    paths = flatten(spec, with_path=True)[2]
+    assert paths is not None
+    for p in paths:
+        if want in (keystr(p, simple=True, separator="/"), keystr(p, simple=True, separator=".")):
+            return keystr(p)
+    return None
 
 
 def _rules(rename: Sequence[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:

@@ -22,7 +22,18 @@ import json
 import sys
 from typing import Any
 
-from treekit.core import NAMEDTUPLE, KeyPath, Node, current_module, dtype_name, flatten, is_array, keystr, lookup
+from treekit.core import (
+    NAMEDTUPLE,
+    KeyPath,
+    Node,
+    current_module,
+    dtype_name,
+    flatten,
+    is_array,
+    jax_alone,
+    keystr,
+    lookup,
+)
 
 FORMAT = "treekit.save"
 VERSION = 2
@@ -34,6 +45,19 @@ TEMPLATE = object()  # a leaf the file did not keep (a function made in a functi
 
 class Unsaveable(Exception):
     """A value the record cannot hold (raised inside encoding; turned into a TypeError with its path)."""
+
+
+class Undefined(ValueError):
+    """A class or function the record names that is not defined in this process (the file is
+    intact: its module is not imported, or it was the saving script's ``__main__``)."""
+
+    def __init__(self, ref: str) -> None:
+        module, name = ref.partition(":")[0], ref.replace(":", ".")
+        if module == "__main__":
+            how = "it was defined in the script that saved the file: define it in this script too"
+        else:
+            how = f"import {module} first (load imports nothing)"
+        super().__init__(f"{name} is not defined here: {how}, or pass like= (a tree of the same structure)")
 
 
 class NoData(Unsaveable):
@@ -96,8 +120,7 @@ def decode(data: Any) -> Any:
     if tag == "ref":
         obj = find(body)
         if obj is None:
-            module = body.partition(":")[0]
-            raise ValueError(f"{body.replace(':', '.')} is not defined (import {module} before loading)")
+            raise Undefined(body)
         return obj
     raise ValueError(f"unknown tag {tag!r}")
 
@@ -209,8 +232,8 @@ def node_record(ntype: Any, data: Any, arity: int) -> dict[str, Any]:
         return record
     if ntype is NAMEDTUPLE:
         return {"node": "namedtuple", "n": arity, "type": ref(data)}
-    if kind == "jax":  # registered with JAX only: its node data is JAX's, rebuilt only into a template
-        return {"node": "jax", "n": arity, "type": class_name(ntype.type)}
+    if kind == "jax" or jax_alone(ntype.type):  # registered with JAX alone: rebuilt only into a template
+        return {"node": "jax", "n": arity, "type": class_name(ntype.type)}  # (whichever was imported first)
     try:
         return {"node": "registered", "n": arity, "type": ref(ntype.type), "data": encode(data)}
     except Unsaveable:  # node data that is not plain data: rebuilt only into a template

@@ -33,6 +33,7 @@ from treekit.core._html import HtmlText as HtmlText
 from treekit.core._html import fragment as fragment
 from treekit.core._html import pair as pair
 from treekit.core._jax import install_jax_bridge as install_jax_bridge
+from treekit.core._jax import jax_alone as jax_alone
 from treekit.core._jax import load_jax as load_jax
 from treekit.core._jax_treedefs import treedef_from_jax as treedef_from_jax
 from treekit.core._jax_treedefs import treedef_to_jax as treedef_to_jax

@@ -378,6 +378,17 @@ def _from_jax(cls: type) -> NodeType | None:
     return ntype
 
 
+def jax_alone(cls: type) -> bool:
+    """Whether ``cls`` is a node type registered with JAX alone (not with treekit), whether
+    treekit walks it with the functions JAX was given (registered after treekit saw JAX) or
+    through JAX one node at a time (registered before): the same answer in either order.
+
+    >>> jax_alone(dict)
+    False
+    """
+    return cls in _JAX_NODES or cls in _JAX_DATACLASSES or cls in _JAX_ONLY
+
+
 def _jax_entry(cls: type) -> NodeType:
     import jax.tree_util as jtu
 

@@ -307,8 +307,10 @@ def shardings(tree: PyTree, mesh: Any, rules_or_specs: Any = (), *, default: Any
             ``{axis name: size}``, which becomes one.
         rules_or_specs: Rules (as :func:`match_rules` takes), or a tree of specs with ``tree``'s
             structure or a prefix of it. Without it, each leaf's spec is its flax box's
-            names (leaves without one need ``default``).
-        default: With rules: the spec of unmatched leaves (as in :func:`match_rules`).
+            names, and a leaf without one is replicated (``PartitionSpec()``), as flax's
+            ``nn.get_partition_spec`` has it.
+        default: With rules: the spec of unmatched leaves (as in :func:`match_rules`);
+            without rules, of leaves no box names (replicated unless given).
 
     Returns:
         A tree of ``NamedSharding`` with ``tree``'s structure, but that a flax box
@@ -325,6 +327,10 @@ def shardings(tree: PyTree, mesh: Any, rules_or_specs: Any = (), *, default: Any
         axes = mesh_axes(mesh)
         mesh = AbstractMesh(tuple(axes.values()), tuple(axes))
     if _is_rules(rules_or_specs):
+        if default is _REQUIRED and isinstance(rules_or_specs, (tuple, list)) and not rules_or_specs:
+            from jax.sharding import PartitionSpec
+
+            default = PartitionSpec()  # no rules: a leaf no flax box names is replicated, as in flax
         rules_or_specs = match_rules(tree, rules_or_specs, default)
     check_specs(tree, rules_or_specs, mesh)
     specs = _spec_tree(tree, rules_or_specs)
