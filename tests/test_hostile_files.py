@@ -161,3 +161,30 @@ def test_a_dimension_past_numpys_limit_is_refused_even_with_no_bytes(tmp_path: P
     path.write_bytes(len(head).to_bytes(8, "little") + head)
     with pytest.raises(ValueError, match=r"tensor 'w': shape: expected fewer than 2\*\*63 elements"):
         treekit.load(path)
+
+
+def test_a_record_fetches_only_classes_and_functions_and_imports_nothing(tmp_path: Path) -> None:
+    import types
+
+    lazy = types.ModuleType("treekit_test_lazy")
+    asked: list[str] = []
+
+    def getattr_hook(name: str) -> Any:  # a module's lazy names, as scipy's and treekit's own
+        asked.append(name)
+        raise AttributeError(name)
+
+    lazy.__getattr__ = getattr_hook  # type: ignore[method-assign]
+    sys.modules["treekit_test_lazy"] = lazy
+    try:
+        cases = (
+            ("os:environ", "os.environ is a _Environ: a record names classes and functions"),
+            ("treekit_test_lazy:thing", "treekit_test_lazy.thing is not defined here"),
+        )
+        for ref, message in cases:
+            leaf = {"path": "['x']", "value": {"ref": ref}}
+            path = _with_record(tmp_path, lambda r, leaf=leaf: r["nodes"].insert(0, leaf))
+            with pytest.raises(ValueError, match=message):
+                treekit.load(path)
+        assert asked == []  # (looked up in the module's __dict__: its __getattr__ never ran)
+    finally:
+        del sys.modules["treekit_test_lazy"]

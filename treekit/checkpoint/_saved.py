@@ -75,11 +75,21 @@ def ref(obj: Any) -> str:
 
 
 def find(ref: str) -> Any:
-    """The object ``module:qualname`` names, from an already imported module; ``None`` if none."""
+    """The object ``module:qualname`` names, from an already imported module; ``None`` if none.
+
+    Looked up in the module's and classes' ``__dict__`` alone: no module ``__getattr__`` (which
+    may import a module) and no property runs.
+
+    >>> find('collections:OrderedDict') is __import__('collections').OrderedDict
+    True
+    """
     module, _, qualname = ref.partition(":")
     obj: Any = sys.modules.get(current_module(module))  # (0.2 named modules now moved)
     for part in qualname.split("."):
-        obj = getattr(obj, part, None)
+        try:
+            obj = vars(obj).get(part)
+        except TypeError:  # (no __dict__: None, or a builtin without one)
+            return None
     return obj
 
 
@@ -121,6 +131,9 @@ def decode(data: Any) -> Any:
         obj = find(body)
         if obj is None:
             raise Undefined(body)
+        if not (isinstance(obj, type) or callable(obj)):  # (what save records by name: nothing else)
+            kind = type(obj).__name__
+            raise ValueError(f"{body.replace(':', '.')} is a {kind}: a record names classes and functions")
         return obj
     raise ValueError(f"unknown tag {tag!r}")
 

@@ -386,6 +386,8 @@ def jax_alone(cls: type) -> bool:
     >>> jax_alone(dict)
     False
     """
+    if cls in _MIRRORED:  # (treekit's own registration, which it gave JAX too)
+        return False
     return cls in _JAX_NODES or cls in _JAX_DATACLASSES or cls in _JAX_ONLY
 
 

@@ -328,9 +328,10 @@ def shardings(tree: PyTree, mesh: Any, rules_or_specs: Any = (), *, default: Any
         mesh = AbstractMesh(tuple(axes.values()), tuple(axes))
     if _is_rules(rules_or_specs):
         if default is _REQUIRED and isinstance(rules_or_specs, (tuple, list)) and not rules_or_specs:
-            from jax.sharding import PartitionSpec
+            import jax
 
-            default = PartitionSpec()  # no rules: a leaf no flax box names is replicated, as in flax
+            replicated: Any = jax.sharding.PartitionSpec
+            default = replicated()  # no rules: a leaf no flax box names is replicated, as in flax
         rules_or_specs = match_rules(tree, rules_or_specs, default)
     check_specs(tree, rules_or_specs, mesh)
     specs = _spec_tree(tree, rules_or_specs)
