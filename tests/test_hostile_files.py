@@ -188,3 +188,28 @@ def test_a_record_fetches_only_classes_and_functions_and_imports_nothing(tmp_pat
         assert asked == []  # (looked up in the module's __dict__: its __getattr__ never ran)
     finally:
         del sys.modules["treekit_test_lazy"]
+
+
+def test_strings_from_a_file_never_reach_a_terminal_raw(tmp_path: Path, capsys: Any) -> None:
+    from treekit.__main__ import main
+    from treekit.checkpoint import _safetensors
+
+    evil = "\x1b]0;owned\x07\x1b[2J"  # (a window title and a cleared screen, were they printed raw)
+    foreign = tmp_path / "foreign.safetensors"
+    _safetensors.write(foreign, [(evil, np.zeros(2))], {"note": evil})
+    ours = tmp_path / "ours.safetensors"
+    treekit.save(ours, {evil: np.zeros(2), "s": evil})
+    bad = tmp_path / "bad.safetensors"
+    head = json.dumps({evil: {"dtype": evil, "shape": [1], "data_offsets": [0, 4]}}).encode()
+    head += b" " * (-len(head) % 8)
+    bad.write_bytes(len(head).to_bytes(8, "little") + head + b"\0" * 4)
+    said = []
+    for path in (foreign, ours, bad):
+        main(["show", str(path)])
+        said.append("".join(capsys.readouterr()))
+    for attempt in (lambda: treekit.load(bad), lambda: treekit.load_leaf(foreign, "nothing")):
+        with pytest.raises((ValueError, KeyError)) as info:
+            attempt()
+        said.append(str(info.value))
+    assert all("\x1b" not in text and "\x07" not in text for text in said), said
+    assert all("\\x1b" in text for text in said[:3])  # (shown escaped)

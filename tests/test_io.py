@@ -295,9 +295,9 @@ def test_a_crash_midway_never_leaves_a_half_written_file(tmp_path: Path) -> None
 def test_load_like_names_every_mismatching_path(tmp_path: Path) -> None:
     name = tmp_path / "t.npz"
     treekit.save(name, {"dense": {"w": np.zeros((2, 3), np.float32), "b": np.zeros(3)}, "out": [np.zeros(2)]})
-    like = {"dense": {"w": np.zeros((3, 3), np.float32), "b": np.zeros(3, np.float32)}, "out": (np.zeros(2),)}
+    like = {"dense": {"w": np.zeros((3, 3), np.float32), "b": np.zeros(3, np.int32)}, "out": (np.zeros(2),)}
     message = (
-        "file['dense']['b']: expected dtype float32, got dtype float64\n"
+        "file['dense']['b']: expected dtype int32, got dtype float64 (values int32 cannot hold)\n"
         "file['dense']['w']: expected shape (3, 3), got shape (2, 3)"
     )
     with pytest.raises(StructureMismatchError, match=f"^{__import__('re').escape(message)}$") as info:
@@ -549,3 +549,35 @@ def test_load_leaf_takes_every_path_form_treekit_prints(tmp_path: Path) -> None:
     with pytest.raises(KeyError) as info:
         treekit.load_leaf(name, "layers/2/b")
     assert "no array leaf at 'layers/2/b'" in info.value.args[0]
+
+
+def test_like_s_dtypes_are_taken_where_the_values_fit(tmp_path: Path) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    name = tmp_path / "t.safetensors"
+    tree = {"w": np.array([0.5, -2.0], np.float32), "i": np.array([1, 200], np.int64), "big": np.array([1e39])}
+    treekit.save(name, tree)
+    like = {"w": np.zeros(2, ml_dtypes.bfloat16), "i": np.zeros(2, np.uint8), "big": np.zeros(1, np.float64)}
+    got = treekit.load(name, like=like)
+    assert got["w"].dtype == ml_dtypes.bfloat16 and got["w"].astype(np.float32).tolist() == [0.5, -2.0]
+    assert got["i"].dtype == np.uint8 and got["i"].tolist() == [1, 200]
+    for bad, why in (
+        ({**like, "i": np.zeros(2, np.int8)}, "file['i']: expected dtype int8, got dtype int64 (values int8 cannot"),
+        ({**like, "big": np.zeros(1, np.float32)}, "file['big']: expected dtype float32, got dtype float64 (values"),
+        ({**like, "w": np.zeros(2, np.int32)}, "file['w']: expected dtype int32, got dtype float32"),
+    ):
+        with pytest.raises(StructureMismatchError) as info:
+            treekit.load(name, like=bad)
+        assert str(info.value).startswith(why), str(info.value)
+
+
+def test_strict_false_restores_what_matches_and_reports_the_rest(tmp_path: Path) -> None:
+    name = tmp_path / "t.safetensors"
+    treekit.save(name, {"encoder": {"w": np.ones(2)}, "head": {"w": np.ones(3)}})
+    like = {"encoder": {"w": np.zeros(2)}, "decoder": {"w": np.zeros(4)}}
+    tree, missing, unexpected = treekit.load(name, like=like, strict=False)
+    assert tree["encoder"]["w"].tolist() == [1.0, 1.0] and tree["decoder"]["w"].tolist() == [0.0] * 4
+    assert missing == ["['decoder']['w']"] and unexpected == ["['head']['w']"]
+    with pytest.raises(StructureMismatchError, match="expected shape"):  # (a shape that differs: an error all the same)
+        treekit.load(name, like={"encoder": {"w": np.zeros(5)}}, strict=False)
+    with pytest.raises(ValueError, match="strict=False: expected like= too"):
+        treekit.load(name, strict=False)

@@ -15,12 +15,12 @@ import functools
 import gc
 import json
 import os
-import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from treekit.checkpoint import _saved
 from treekit.checkpoint._atomic import atomic_file
+from treekit.checkpoint._foreign import read_index, rename_rules, renamed
 from treekit.checkpoint._npz import PICKLE_FILE, ZIP_HEADS, PickleRefused, file_head, may_be_pickle, read_npz
 from treekit.checkpoint._restore import restore
 from treekit.checkpoint._shards import place, placed_on_mesh
@@ -199,6 +199,7 @@ def load(
     rename: Sequence[tuple[str, str]] = (),
     shardings: Any = None,
     max_bytes: int | None = None,
+    strict: bool = True,
 ) -> Any:
     r"""The tree :func:`save` wrote to ``path``; with ``like``, restored into that template.
 
@@ -215,10 +216,10 @@ def load(
     >>> with tempfile.TemporaryDirectory() as d:
     ...     name = os.path.join(d, 'params.npz')
     ...     save(name, {'w': np.zeros((2, 3), np.float32), 'b': np.zeros(3, np.float32)})
-    ...     load(name, like={'w': np.zeros((3, 3), np.float32), 'b': np.zeros(3)})
+    ...     load(name, like={'w': np.zeros((3, 3), np.float32), 'b': np.zeros(3, np.int8)})
     Traceback (most recent call last):
     ...
-    treekit.StructureMismatchError: file['b']: expected dtype float64, got dtype float32
+    treekit.StructureMismatchError: file['b']: expected dtype int8, got dtype float32 (values int8 cannot hold)
     file['w']: expected shape (3, 3), got shape (2, 3)
 
     Args:
@@ -226,7 +227,9 @@ def load(
             Hugging Face ``model.safetensors.index.json`` (its shards are read from its folder).
         like: A template: the result has its structure (node types, static fields, node
             data) and the file's leaves, found by key path; array leaves (or anything with
-            ``shape`` and ``dtype``) must match the file's in shape and dtype. Needed for
+            ``shape`` and ``dtype``) must match the file's in shape, and get ``like``'s dtype
+            where the values fit it (integers in its range, floats staying finite; never
+            floats into integers), else the dtypes must match too. Needed for
             nodes only their class builds (registered with JAX only, as equinox Modules and
             nnx ``State``; or node data that is not plain data) and leaves the record could
             not hold. ``None``: the file's own structure. A file treekit did not write is
@@ -248,6 +251,11 @@ def load(
             Whatever it is, every size a file claims is checked against its real size before
             anything is allocated; a compressed ``.npz`` member can still expand to about
             1,000x its compressed bytes (deflate's most), which this bounds.
+        strict: With ``like``: ``False`` restores what the file has and keeps ``like``'s
+            leaves where it has none, and returns ``(tree, missing, unexpected)`` (a
+            ``Partial``: ``like``'s key paths the file lacks, the file's leaves ``like`` has
+            no place for), as PyTorch's ``load_state_dict(strict=False)``; shapes and dtypes
+            that differ are errors all the same.
 
     Returns:
         The tree.
@@ -266,22 +274,32 @@ def load(
         OSError: If the file cannot be read.
     """
     if shardings is not None or (like is not None and any(map(placed_on_mesh, flatten(like)[0]))):
-        return place(_load(path, like, True, rename, max_bytes), shardings, like)
-    return _load(path, like, mmap, rename, max_bytes)
+        loaded = _load(path, like, True, rename, max_bytes, strict)
+        if strict:
+            return place(loaded, shardings, like)
+        return loaded._replace(tree=place(loaded.tree, shardings, like))
+    return _load(path, like, mmap, rename, max_bytes, strict)
 
 
 def _load(
-    path: str | os.PathLike[str], like: Any, mmap: bool, rename: Sequence[tuple[str, str]], max_bytes: int | None
+    path: str | os.PathLike[str],
+    like: Any,
+    mmap: bool,
+    rename: Sequence[tuple[str, str]],
+    max_bytes: int | None,
+    strict: bool = True,
 ) -> Any:
-    rules = _rules(rename)
+    if not strict and like is None:
+        raise ValueError("strict=False: expected like= too (the template whose leaves the file may lack)")
+    rules = rename_rules(rename)
     if os.fspath(path).endswith(".index.json"):  # Hugging Face's shards: {"weight_map": {name: file}}
-        record, arrays, sep = None, _shards(path, mmap), "."
+        record, arrays, sep = None, read_index(path, mmap), "."
     else:
         record, arrays, sep = _read(path, mmap, max_bytes)
     if record is None:  # numpy.savez's ('a/b' names, flatten_dict's) or another safetensors file's ('a.b')
-        arrays = {_renamed(name, rules): array for name, array in arrays.items()}
+        arrays = {renamed(name, rules): array for name, array in arrays.items()}
         if like is not None:
-            return restore(like, arrays, lambda p: keystr(p, simple=True, separator=sep))
+            return restore(like, arrays, lambda p: keystr(p, simple=True, separator=sep), strict)
         if sep == ".":
             return arrays
         from treekit.ops import unflatten_dict
@@ -291,7 +309,7 @@ def _load(
         if like is None:
             return _saved.rebuild(record, arrays)
         flat = _saved.by_path(record, arrays)
-    return restore(like, flat, keystr)
+    return restore(like, flat, keystr, strict)
 
 
 @contextlib.contextmanager
@@ -445,45 +463,3 @@ def _plain_path(path: str | os.PathLike[str], want: str) -> str | None:
         if want in (keystr(p, simple=True, separator="/"), keystr(p, simple=True, separator=".")):
             return keystr(p)
     return None
-
-
-def _rules(rename: Sequence[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:
-    rules = []
-    for rule in rename:
-        if not (isinstance(rule, tuple) and len(rule) == 2 and all(isinstance(r, str) for r in rule)):
-            raise TypeError(f"rename: expected (regex, replacement) pairs of str, got {rule!r:.60}")
-        try:
-            rules.append((re.compile(rule[0]), rule[1]))
-        except re.error as exc:
-            raise ValueError(f"rename: {rule[0]!r} is not a regular expression ({exc})") from None
-    return rules
-
-
-def _renamed(name: str, rules: list[tuple[re.Pattern[str], str]]) -> str:
-    for pattern, replacement in rules:  # each rule in turn, on what the ones before made
-        name = pattern.sub(replacement, name)
-    return name
-
-
-def _shards(index: str | os.PathLike[str], mmap: bool) -> dict[str, Any]:
-    """The tensors of a Hugging Face ``model.safetensors.index.json`` and its shard files, by name."""
-    from treekit.checkpoint import _safetensors
-
-    where = os.fspath(index)
-    if os.path.getsize(where) > _safetensors.MAX_HEADER:
-        raise ValueError(f"{where}: expected an index of at most {_safetensors.MAX_HEADER} bytes, got more")
-    try:
-        with open(where, "rb") as f:
-            weight_map = json.loads(f.read().decode("utf-8"))["weight_map"]
-        assert isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())
-    except (ValueError, KeyError, TypeError, AssertionError, RecursionError):
-        raise ValueError(f"{where}: expected JSON with a \"weight_map\" of tensor names to file names") from None
-    folder, out = os.path.dirname(os.path.abspath(where)), {}
-    for shard in dict.fromkeys(weight_map.values()):
-        if os.path.basename(shard) != shard:
-            raise ValueError(f"{where}: expected shard file names in its folder, got {shard!r}")
-        tensors, _ = _safetensors.read(os.path.join(folder, shard), mmap=mmap)
-        out.update({name: tensors[name] for name in tensors if weight_map.get(name) == shard})
-    if missing := [name for name in weight_map if name not in out]:
-        raise ValueError(f"{where}: tensors {missing[:3]} ({len(missing)} in all) are not in the shards it names")
-    return {name: out[name] for name in weight_map}

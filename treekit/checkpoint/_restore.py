@@ -3,31 +3,43 @@ difference in one error, raw bytes in the template's dtype."""
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from treekit.checkpoint import _saved
 from treekit.checks import SpecWildcard
 from treekit.core import KeyPath, StructureMismatchError, dtype_name, flatten, is_key_dtype, keystr
 
-__all__ = ["restore"]
+__all__ = ["Partial", "restore"]
 
 
 _SHOWN = 20  # differences listed in one error; the rest are counted
 
 
-def restore(like: Any, flat: dict[str, Any], name: Any) -> Any:
-    """``like``'s structure holding the leaves of ``flat`` (found by ``name(key path)``), checked."""
+class Partial(NamedTuple):
+    """What ``load(..., like=..., strict=False)`` gives: the tree (``like``'s leaves where the
+    file has none), the key paths of ``like`` the file lacks, and the file's leaves ``like``
+    has no place for (as PyTorch's ``load_state_dict(strict=False)`` reports them)."""
+
+    tree: Any
+    missing: list[str]
+    unexpected: list[str]
+
+
+def restore(like: Any, flat: dict[str, Any], name: Any, strict: bool = True) -> Any:
+    """``like``'s structure holding the leaves of ``flat`` (found by ``name(key path)``), checked;
+    each array cast to ``like``'s dtype where its values fit. ``strict=False``: a :class:`Partial`."""
     wanted, treedef, paths = flatten(like, with_path=True)
     assert paths is not None
     out: list[Any] = []
     problems: list[tuple[KeyPath, str, str]] = []
-    used = set()
+    missing, used = [], set()
     for path, want in zip(paths, wanted):
         key = name(path)
         if key not in flat:
+            missing.append(keystr(path))
             where = "no such path in the file" if key == keystr(path) else f"no tensor {key!r} in the file"
             problems.append((path, _what(want), f"nothing ({where})"))
-            out.append(None)
+            out.append(want)
             continue
         used.add(key)
         value, problem = _fit(flat[key], want)
@@ -35,6 +47,11 @@ def restore(like: Any, flat: dict[str, Any], name: Any) -> Any:
             problems.append((path, *problem))
         out.append(value)
     extra = [key for key in flat if key not in used]
+    if not strict:
+        problems = [p for p in problems if not p[2].startswith("nothing (")]
+        if problems:
+            _mismatch(problems, [])
+        return Partial(treedef.unflatten(out), missing, extra)
     if problems or extra:
         _mismatch(problems, [(key, _what(flat[key])) for key in extra])
     return treedef.unflatten(out)
@@ -81,5 +98,35 @@ def _fit(got: Any, want: Any) -> tuple[Any, tuple[str, str] | None]:
         if target is not None and got.dtype.kind == "V" and got.dtype.itemsize == target.itemsize:
             return got.view(target), None  # raw bytes (numpy.savez of bfloat16): like's dtype
         if target is None or np.dtype(got.dtype) != target:
-            return got, (f"dtype {want.dtype}", f"dtype {got.dtype}")
+            cast = None if target is None or is_key_dtype(dtype_name(got.dtype)) else _cast(got, target)
+            if cast is None:
+                why = "" if target is None else f" (values {np.dtype(target).name} cannot hold)"
+                return got, (f"dtype {want.dtype}", f"dtype {got.dtype}{why}")
+            return cast, None
     return got, None
+
+
+def _floating(dtype: Any) -> bool:
+    return dtype.kind == "f" or dtype_name(dtype).startswith(("bfloat16", "float8"))  # (ml_dtypes: kind 'V')
+
+
+def _cast(got: Any, target: Any) -> Any:
+    """``got`` in dtype ``target`` if its values fit there, else ``None``: integers within the
+    target's range, floats (and integers into floats) whose finite values stay finite; never
+    floats into integers. Precision may round, as any cast to a narrower float does."""
+    import numpy as np
+
+    a = np.asarray(got)
+    source = a.dtype
+    if not (source.kind in "biu" or _floating(source)) or not (target.kind in "biu" or _floating(target)):
+        return None
+    if np.can_cast(source, target, "safe"):
+        return a.astype(target)
+    if source.kind in "biu" and target.kind in "biu":
+        info: Any = (0, 1) if target.kind == "b" else (np.iinfo(target).min, np.iinfo(target).max)
+        return a.astype(target) if a.size == 0 or (info[0] <= a.min() and a.max() <= info[1]) else None
+    if _floating(target):
+        with np.errstate(over="ignore"):  # (an overflow is what the check below finds)
+            out = a.astype(target)
+        return out if np.array_equal(np.isfinite(a), np.isfinite(out)) else None
+    return None
