@@ -581,3 +581,19 @@ def test_strict_false_restores_what_matches_and_reports_the_rest(tmp_path: Path)
         treekit.load(name, like={"encoder": {"w": np.zeros(5)}}, strict=False)
     with pytest.raises(ValueError, match="strict=False: expected like= too"):
         treekit.load(name, strict=False)
+
+
+def test_dtype_casts_every_floating_array_where_its_values_fit(tmp_path: Path) -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    name = tmp_path / "t.safetensors"
+    treekit.save(name, {"w": np.array([0.5, 2.0]), "step": np.int64(7), "b": np.zeros(2, np.float32)})
+    got = treekit.load(name, dtype=ml_dtypes.bfloat16)
+    assert got["w"].dtype == got["b"].dtype == ml_dtypes.bfloat16
+    assert got["step"] == 7 and got["step"].dtype == np.int64
+    like = {"w": np.zeros(2), "step": 0, "b": np.zeros(2)}
+    assert treekit.load(name, like=like, dtype="float16")["w"].dtype == np.float16
+    treekit.save(name, {"big": np.array([1e39])})
+    with pytest.raises(ValueError, match=r"file\['big'\]: expected values float32 can hold, got float64 ones"):
+        treekit.load(name, dtype=np.float32)
+    with pytest.raises(ValueError, match="dtype: expected a floating-point dtype"):
+        treekit.load(name, dtype=np.int32)

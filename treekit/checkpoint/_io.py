@@ -22,7 +22,7 @@ from treekit.checkpoint import _saved
 from treekit.checkpoint._atomic import atomic_file
 from treekit.checkpoint._foreign import read_index, rename_rules, renamed
 from treekit.checkpoint._npz import PICKLE_FILE, ZIP_HEADS, PickleRefused, file_head, may_be_pickle, read_npz
-from treekit.checkpoint._restore import restore
+from treekit.checkpoint._restore import floating_as, restore
 from treekit.checkpoint._shards import place, placed_on_mesh
 from treekit.core import dtype_name, flatten, keystr
 
@@ -200,6 +200,7 @@ def load(
     shardings: Any = None,
     max_bytes: int | None = None,
     strict: bool = True,
+    dtype: Any = None,
 ) -> Any:
     r"""The tree :func:`save` wrote to ``path``; with ``like``, restored into that template.
 
@@ -256,6 +257,9 @@ def load(
             ``Partial``: ``like``'s key paths the file lacks, the file's leaves ``like`` has
             no place for), as PyTorch's ``load_state_dict(strict=False)``; shapes and dtypes
             that differ are errors all the same.
+        dtype: Cast every floating-point array to this dtype (``jnp.bfloat16``, ``'float32'``)
+            where its values fit (finite ones stay finite), as ``model.to(dtype)`` would;
+            integer arrays are kept.
 
     Returns:
         The tree.
@@ -273,12 +277,14 @@ def load(
             such array by key path, before any array's data is read.
         OSError: If the file cannot be read.
     """
-    if shardings is not None or (like is not None and any(map(placed_on_mesh, flatten(like)[0]))):
-        loaded = _load(path, like, True, rename, max_bytes, strict)
-        if strict:
-            return place(loaded, shardings, like)
-        return loaded._replace(tree=place(loaded.tree, shardings, like))
-    return _load(path, like, mmap, rename, max_bytes, strict)
+    on_mesh = shardings is not None or (like is not None and any(map(placed_on_mesh, flatten(like)[0])))
+    loaded = _load(path, like, on_mesh or mmap, rename, max_bytes, strict)
+
+    def finish(tree: Any) -> Any:  # (dtype=, then the devices: each array cast before it is placed)
+        tree = tree if dtype is None else floating_as(tree, dtype)
+        return place(tree, shardings, like) if on_mesh else tree
+
+    return finish(loaded) if strict else loaded._replace(tree=finish(loaded.tree))
 
 
 def _load(

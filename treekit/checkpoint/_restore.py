@@ -9,7 +9,7 @@ from treekit.checkpoint import _saved
 from treekit.checks import SpecWildcard
 from treekit.core import KeyPath, StructureMismatchError, dtype_name, flatten, is_key_dtype, keystr
 
-__all__ = ["Partial", "restore"]
+__all__ = ["Partial", "floating_as", "restore"]
 
 
 _SHOWN = 20  # differences listed in one error; the rest are counted
@@ -130,3 +130,33 @@ def _cast(got: Any, target: Any) -> Any:
             out = a.astype(target)
         return out if np.array_equal(np.isfinite(a), np.isfinite(out)) else None
     return None
+
+
+def floating_as(tree: Any, dtype: Any) -> Any:
+    """``tree`` with every floating-point array in ``dtype`` (``load``'s ``dtype=``), checked as
+    ``like``'s dtypes are: each array's finite values must stay finite.
+
+    >>> import numpy as np
+    >>> floating_as({'w': np.ones(2), 'step': np.int64(3)}, np.float32)['w'].dtype
+    dtype('float32')
+
+    Raises:
+        ValueError: Naming the first array whose values ``dtype`` cannot hold.
+    """
+    import numpy as np
+
+    target = np.dtype(dtype)
+    if not _floating(target):
+        raise ValueError(f"dtype: expected a floating-point dtype (float32, bfloat16, ...), got {target}")
+    leaves, treedef, paths = flatten(tree, with_path=True)
+    assert paths is not None
+    out = []
+    for path, x in zip(paths, leaves):
+        if isinstance(x, np.ndarray) and _floating(x.dtype) and x.dtype != target:
+            cast = _cast(x, target)
+            if cast is None:
+                why = f"expected values {target.name} can hold, got {x.dtype} ones it cannot"
+                raise ValueError(f"file{keystr(path)}: {why}")
+            x = cast
+        out.append(x)
+    return treedef.unflatten(out)
