@@ -23,6 +23,7 @@ CODES = {
 }  # fmt: skip
 _BY_NAME = {name: code for code, (name, _) in CODES.items()}
 SIZES = {code: size for code, (_, size) in CODES.items()}
+_SEEN: dict[Any, str | None] = {}  # code_of's answers, by numpy dtype
 _ML_DTYPES = frozenset(name for name, _ in CODES.values() if name.startswith(("bfloat", "float8")))
 
 
@@ -63,8 +64,14 @@ def code_of(dtype: Any) -> str | None:
     """
     import numpy as np
 
-    if not isinstance(dtype, np.dtype):
+    if isinstance(dtype, np.dtype):
+        known = _SEEN.get(dtype, _SEEN)  # (a checkpoint asks once per array: the few dtypes remembered)
+        if known is not _SEEN:
+            return known  # type: ignore[return-value]
+    else:
         dtype = np.dtype(dtype)
-    if dtype.byteorder == ">" or (dtype.byteorder == "=" and sys.byteorder == "big"):
-        return None
-    return _BY_NAME.get(dtype_name(dtype))
+    big = dtype.byteorder == ">" or (dtype.byteorder == "=" and sys.byteorder == "big")
+    code = None if big else _BY_NAME.get(dtype_name(dtype))
+    if len(_SEEN) < 256:
+        _SEEN[dtype] = code
+    return code
