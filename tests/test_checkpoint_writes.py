@@ -75,7 +75,7 @@ def test_a_save_removes_what_killed_saves_of_that_path_left_and_nothing_else(tmp
         proc.wait()
         left += sum(n.endswith(".tmp") for n in os.listdir(tmp_path))
     assert left >= 1  # (the kills left temporary files)
-    host = _atomic._OWNER.split("-")[0]
+    host = _atomic._HOST
     others = [  # another path's, another host's, a running process's (this one's parent)
         f".other.safetensors.{host}-{dead_pid()}-abc.tmp",
         f".ckpt.safetensors.{'0' * 8 if host != '0' * 8 else '1' * 8}-{dead_pid()}-abc.tmp",

@@ -17,9 +17,10 @@ from typing import IO
 
 __all__ = ["atomic_file", "create_exclusive", "fsync_folder", "mode_for"]
 
-# whose temporary file this is: this host (hashed) and process, so a save removes only those
-# left by processes of this host that are gone, never another host's or a live writer's
-_OWNER = f"{hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]}-{os.getpid()}"
+# whose temporary file this is: this host (hashed), then the writing process's id (taken at each
+# save: a forked child is another writer), so a save removes only those left by processes of
+# this host that are gone, never another host's or a live writer's
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 
 
 def _umask() -> int:
@@ -69,10 +70,9 @@ def _remove_leftovers(folder: str, base: str) -> None:
     """Remove the temporary files of earlier saves to ``base`` by processes of this host that
     no longer run (a save killed mid-write)."""
     pattern = re.compile(re.escape(f".{base}.") + r"([0-9a-f]{8})-(\d+)-[^.]*\.tmp")
-    host = _OWNER.split("-")[0]
     for name in os.listdir(folder):
         match = pattern.fullmatch(name)
-        if match is None or match.group(1) != host or int(match.group(2)) == os.getpid():
+        if match is None or match.group(1) != _HOST or int(match.group(2)) == os.getpid():
             continue
         try:
             os.kill(int(match.group(2)), 0)
@@ -102,7 +102,7 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     folder, base = os.path.split(os.path.abspath(target))
     _remove_leftovers(folder, base)
     # mkstemp: O_EXCL | O_NOFOLLOW, an unpredictable name
-    handle, temp = tempfile.mkstemp(dir=folder, prefix=f".{base}.{_OWNER}-", suffix=".tmp")
+    handle, temp = tempfile.mkstemp(dir=folder, prefix=f".{base}.{_HOST}-{os.getpid()}-", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as f:
             yield f

@@ -446,7 +446,8 @@ def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False
         entry = next((e for e in leaves if type(e) is dict and e.get("path") == want), None)
         entry = entry or next((e for e in leaves if type(e) is dict and e.get("array") == want), None)
         if entry is None and isinstance(key_path, str):  # its plain keys joined by / or . ('layers/0/b')
-            entry = next((e for e in leaves if _saved.path_of(e) == _plain_path(path, want)), None)
+            found = _plain_path(path, want)
+            entry = next((e for e in leaves if _saved.path_of(e) == found), None) if found else None
     if entry is None:
         names = [_saved.path_of(e) for e in leaves] if record is not None else list(header.tensors)
         raise KeyError(f"{os.fspath(path)}: no array leaf at {want!r} (there are {len(names)}, e.g. {names[:3]})")

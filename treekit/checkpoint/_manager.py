@@ -206,10 +206,16 @@ class CheckpointManager:
         except BaseException as error:  # raised at the caller's next save, wait, restore or close
             self._error = error
 
-    def _write(self, step: int, tree: Any, info: dict[str, Any]) -> None:
+    def _temp(self, step: int, fresh: bool) -> str:
+        """The temporary folder step ``step`` is written in; ``fresh``: made anew, empty, now."""
         temp = os.path.join(self.directory, f".treekit-step_{step:08d}.tmp")
-        shutil.rmtree(temp, ignore_errors=True)
-        os.makedirs(temp)
+        if fresh:
+            shutil.rmtree(temp, ignore_errors=True)
+            os.makedirs(temp)
+        return temp
+
+    def _write(self, step: int, tree: Any, info: dict[str, Any]) -> None:
+        temp = self._temp(step, fresh=True)
         try:
             save(os.path.join(temp, _TREE), tree)
             self._commit(step, temp, info)
@@ -236,14 +242,11 @@ class CheckpointManager:
         from jax.experimental import multihost_utils
 
         first = jax.process_index() == 0
-        temp = os.path.join(self.directory, f".treekit-step_{step:08d}.tmp")
 
         def barrier(name: str) -> None:
             multihost_utils.sync_global_devices(f"treekit.CheckpointManager {self.directory} {step} {name}")
 
-        if first:
-            shutil.rmtree(temp, ignore_errors=True)
-            os.makedirs(temp)
+        temp = self._temp(step, fresh=first)
         barrier("made")
         try:
             save(os.path.join(temp, _TREE), tree)  # (each process its own shards: treekit.save's barriers)

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import IO, Any
 
 __all__ = [
-    "PICKLE_FILE", "PICKLE_WHY", "ZIP_HEADS", "PickleRefused", "check_members", "file_head", "may_be_pickle",
-    "npy_header", "read_npz",
+    "NPY_MAGIC", "PICKLE_FILE", "PICKLE_WHY", "ZIP_HEADS", "PickleRefused", "check_members", "file_head",
+    "may_be_pickle", "npy_header", "read_npz",
 ]
 
 ZIP_HEADS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip file's first member, or an empty zip file

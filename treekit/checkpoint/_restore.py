@@ -37,8 +37,9 @@ def restore(like: Any, flat: dict[str, Any], name: Any, strict: bool = True) -> 
         key = name(path)
         if key not in flat:
             missing.append(keystr(path))
-            where = "no such path in the file" if key == keystr(path) else f"no tensor {key!r} in the file"
-            problems.append((path, _what(want), f"nothing ({where})"))
+            if strict:
+                where = "no such path in the file" if key == keystr(path) else f"no tensor {key!r} in the file"
+                problems.append((path, _what(want), f"nothing ({where})"))
             out.append(want)
             continue
         used.add(key)
@@ -47,14 +48,9 @@ def restore(like: Any, flat: dict[str, Any], name: Any, strict: bool = True) -> 
             problems.append((path, *problem))
         out.append(value)
     extra = [key for key in flat if key not in used]
-    if not strict:
-        problems = [p for p in problems if not p[2].startswith("nothing (")]
-        if problems:
-            _mismatch(problems, [])
-        return Partial(treedef.unflatten(out), missing, extra)
-    if problems or extra:
-        _mismatch(problems, [(key, _what(flat[key])) for key in extra])
-    return treedef.unflatten(out)
+    if problems or (extra and strict):
+        _mismatch(problems, [(key, _what(flat[key])) for key in extra] if strict else [])
+    return treedef.unflatten(out) if strict else Partial(treedef.unflatten(out), missing, extra)
 
 
 def _mismatch(problems: list[tuple[KeyPath, str, str]], extra: list[tuple[str, str]]) -> NoReturn:

@@ -36,7 +36,7 @@ __all__ = ["Header", "Tensor", "code_of", "dtype_name_of", "dtype_of", "read", "
 MAX_HEADER = 100_000_000  # bytes, safetensors' own limit
 MAX_NDIM = 64  # numpy's
 _CHUNK = 1 << 24  # bytes per write() call, and per copied slab of a non-contiguous array
-_SMALL = 1 << 20  # bytes: a tensor under this is copied out of a map of the file, not read
+_SMALL = 1 << 20  # bytes: tensors in a run under this are read in one call, then copied out
 _INT = frozenset({int})
 _FOREIGN = (  # how other files start; consulted only once a header length makes no sense
     (b"PK\x03\x04", "a zip file (.npz, or a torch .pt/.bin checkpoint?)"),

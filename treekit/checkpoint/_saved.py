@@ -220,11 +220,10 @@ def tensor_names(paths: list[KeyPath], names: str) -> list[str]:
     return [keystr(p, simple=True, separator=names) or "tensor" for p in paths]
 
 
-def _clash(paths: list[KeyPath], named: list[str], at: int, names: str) -> ValueError:
-    first = named.index(named[at])
+def _clash(first: KeyPath, second: KeyPath, name: str, names: str) -> ValueError:
     return ValueError(
-        f"tree{keystr(paths[first])} and tree{keystr(paths[at])}: expected array leaves with distinct tensor "
-        f"names, got {named[at]!r} for both (names={names!r}): pass names='keystr' or another separator"
+        f"tree{keystr(first)} and tree{keystr(second)}: expected array leaves with distinct tensor "
+        f"names, got {name!r} for both (names={names!r}): pass names='keystr' or another separator"
     )
 
 
@@ -472,16 +471,18 @@ def record_of(tree: Any, stored: Any, names: str = ".") -> tuple[str, dict[str, 
     named = tensor_names(paths, names)
     nodes = treedef._nodes
     arrays: dict[str, Any] = {}
+    owners: dict[str, int] = {}  # each tensor name's leaf
     records: list[Any] = []
     leaf_index = 0
     for at, (ntype, data, arity, _, _) in enumerate(nodes):
         try:
             if ntype is None:
                 name = named[leaf_index]
-                taken = name in arrays
                 entry = leaf_record(leaves[leaf_index], keystr(paths[leaf_index]), name, arrays, stored)
-                if taken and (type(entry) is str or "array" in entry):  # (an earlier array leaf's name)
-                    raise _clash(paths, named, leaf_index, names)
+                if type(entry) is str or "array" in entry:  # (an array leaf: its name must be its own)
+                    if name in owners:
+                        raise _clash(paths[owners[name]], paths[leaf_index], name, names)
+                    owners[name] = leaf_index
                 records.append(entry)
                 leaf_index += 1
             else:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from treekit.checkpoint import check_members, npy_header
+from treekit.checkpoint import NPY_MAGIC, check_members, metadata, npy_header
 from treekit.core import dtype_name, flatten, leaf_size
 from treekit.look import Row, summary, table_rows, view
 from treekit.ops import unflatten_dict
@@ -85,7 +85,11 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
     if not head:
         raise ValueError("expected a tree, got an empty file")
     if suffix not in (".npz", ".npy", ".safetensors", ".json", *_PICKLE_SUFFIXES):  # by content, whatever its name
-        suffix = ".npz" if head in _ZIP_MAGIC else ".npy" if head == _NPY_HEAD else _safetensors_or(path, suffix)
+        if head in _ZIP_MAGIC or head == NPY_MAGIC[:4]:
+            suffix = ".npz" if head in _ZIP_MAGIC else ".npy"
+        else:
+            with contextlib.suppress(ValueError):
+                return metadata(path)  # a safetensors header (treekit.save's model.ckpt)
     pickled = head[:1] == b"\x80"  # every pickle protocol >= 2 starts so (and 1 safetensors file in 32)
     if suffix in _PICKLE_SUFFIXES and head in _ZIP_MAGIC:
         raise ValueError(_ZIP_NOT_PICKLE)
@@ -96,8 +100,6 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
     if suffix == ".json":
         return _load_json(path, max_bytes)
     if suffix == ".safetensors":  # the header alone: no array is read, whatever the file's size
-        from treekit.checkpoint import metadata
-
         return metadata(path)
     if suffix not in (".npz", ".npy"):
         got = repr(suffix) if suffix else "no suffix"
@@ -133,19 +135,6 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
 
 
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip file's first member, or an empty zip file
-_NPY_HEAD = b"\x93NUM"
-
-
-def _safetensors_or(path: Path, suffix: str) -> str:
-    """``'.safetensors'`` if ``path``'s header reads as one (``treekit.save``'s ``model.ckpt``),
-    else ``suffix``."""
-    from treekit.checkpoint import metadata
-
-    try:
-        metadata(path)
-    except ValueError:
-        return suffix
-    return ".safetensors"
 _ZIP_NOT_PICKLE = (
     "expected a pickle, got a zip archive (torch.save's format): load it with torch.load, "
     "then treekit.save the tree to show it"
