@@ -1,4 +1,5 @@
-"""Shared fixtures: the hypothesis profile, and registering test node types safely."""
+"""Shared fixtures: the hypothesis profile, registering test node types safely, and the platform
+the tests' child processes run on."""
 
 from __future__ import annotations
 
@@ -18,6 +19,15 @@ else:
     # for the slow runs: valgrind, the sanitizer build
     settings.register_profile("few", derandomize=True, max_examples=10, deadline=None, print_blob=True)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Child processes run on the CPU: an accelerator such as a TPU admits one process at a time, and
+# this one may hold it. jax takes JAX_PLATFORMS when it is imported, so this process keeps the
+# platforms it was started with; a child about the device would set its own.
+try:
+    import jax  # noqa: F401
+except ImportError:  # the core tests run without jax
+    pass
+os.environ["JAX_PLATFORMS"] = "cpu"
 
 
 @pytest.fixture

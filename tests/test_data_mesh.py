@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -19,10 +18,12 @@ import pytest
 np = pytest.importorskip("numpy")
 jax = pytest.importorskip("jax")
 
+from children import EIGHT_CPUS, loopback_port  # noqa: E402
+
 from treekit import data  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-EIGHT = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+EIGHT = {**os.environ, **EIGHT_CPUS}
 
 
 def rows(n: int = 40) -> list[dict[str, Any]]:
@@ -112,26 +113,10 @@ def test_batches_split_over_a_mesh_of_eight_devices_by_default_and_by_rules() ->
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
 
 
-def _loopback_port() -> int | None:
-    """A free port on localhost, or None where loopback connections are refused."""
-    try:
-        with socket.socket() as server:
-            server.bind(("localhost", 0))
-            server.listen(1)
-            port = int(server.getsockname()[1])
-            with socket.create_connection(("localhost", port), timeout=5):
-                pass
-        return port
-    except OSError:
-        return None
-
-
 def test_two_processes_build_global_batches_from_their_local_rows(tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    port = _loopback_port()
-    if port is None:
-        pytest.skip("this machine refuses connections on localhost (jax.distributed needs them)")
+    port = loopback_port()
     pq.write_table(pa.table({"index": np.arange(16)}), tmp_path / "a.parquet", row_group_size=8)
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
     procs = [

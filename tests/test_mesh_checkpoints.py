@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 jax = pytest.importorskip("jax")
+from children import EIGHT_CPUS, loopback_port  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 from treekit import load, save  # noqa: E402
 from treekit.sharding import ShardingError  # noqa: E402
 
-EIGHT = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+EIGHT = {**os.environ, **EIGHT_CPUS}
 
 SCRIPT = """
 import os, sys, tempfile
@@ -134,16 +135,8 @@ print('ok')
 PROCESS = Path(__file__).resolve().parent / "processes.py"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return int(s.getsockname()[1])
-
-
 def _start(count: int, mode: str, folder: str) -> list[subprocess.Popen[str]]:
-    port = str(_free_port())
+    port = str(loopback_port())
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
     return [
         subprocess.Popen(

@@ -191,9 +191,13 @@ def test_equal_to_optax(case: tuple[str, Any], mode: str) -> None:
     shapes = {"layers": [(3, 4), (4,)], "scale": ()}
     params = tree_map(lambda s: rng.normal(size=s).astype(np.float32), shapes, is_leaf=lambda s: type(s) is tuple)
     grads = [tree_map(lambda p: rng.normal(size=p.shape).astype(np.float32), params) for _ in range(6)]
-    jparams, jgrads = tree_map(jnp.asarray, params), [tree_map(jnp.asarray, g) for g in grads]
     jit = jax.jit if mode == "jit" else lambda f: f
-    expected, their_state = run(build(optax, optax), jparams, jgrads, optax.apply_updates, jit)
+    # numpy runs on the CPU: so does optax when it is the reference (an accelerator's float32
+    # arithmetic differs from the CPU's by more than rounding, a TPU's by ~5e-6 here)
+    device = jax.devices("cpu")[0] if mode == "numpy" else None
+    with jax.default_device(device):
+        jparams, jgrads = tree_map(jnp.asarray, params), [tree_map(jnp.asarray, g) for g in grads]
+        expected, their_state = run(build(optax, optax), jparams, jgrads, optax.apply_updates, jit)
     if mode == "numpy":
         got, state = run(build(optim, schedules), params, grads, apply_updates, lambda f: f)
         assert all(isinstance(x, np.ndarray) and x.dtype == np.float32 for x in tree_leaves(got))

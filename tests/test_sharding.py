@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 jax = pytest.importorskip("jax")
+from children import EIGHT_CPUS  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
@@ -319,7 +320,7 @@ def test_shardings_check_before_placing() -> None:
         shardings({"w": np.ones((4,))}, mesh, [("w", P("model"))])
 
 
-EIGHT = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+EIGHT = {**os.environ, **EIGHT_CPUS}
 
 
 def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -8,11 +8,13 @@ message, not treekit's source.
 
 from __future__ import annotations
 
+import cmath
 import numbers
 from collections.abc import Sequence
 from typing import Any
 
 from treekit.core import IsLeaf, LeafPaths, describe_leaf, flatten, format_message, is_array, is_inexact_dtype
+from treekit.ops import leaf_stats
 
 __all__ = ["assert_rank", "assert_shape", "assert_tree_all_finite", "assert_tree_no_nones"]
 
@@ -50,31 +52,35 @@ def assert_tree_all_finite(tree: Any, *, is_leaf: IsLeaf | None = None) -> None:
 
     Raises:
         AssertionError: Listing every leaf holding NaN or inf.
+        TypeError: If an array has no values to read (a tracer under ``jit``, a
+            ``ShapeDtypeStruct``, a deleted array), naming each.
     """
     __tracebackhide__ = True
-    import numpy as np
-
-    lines = []
+    lines: dict[int, str] = {}
     leaves, paths = _with_paths(tree, is_leaf)
+    arrays = []  # bool and int arrays are always finite
     for i, x in enumerate(leaves):
-        if isinstance(x, numbers.Number) and not is_array(x):
-            # ints are always finite (and may be too big for a complex)
-            if isinstance(x, numbers.Complex) and not isinstance(x, numbers.Integral) and not np.isfinite(complex(x)):
-                lines.append(format_message("tree", paths[i], "a finite number", repr(x), None, None))
-            continue
-        if not (is_array(x) and is_inexact_dtype(x.dtype)):
-            continue  # not numbers, or bool and int arrays: always finite
-        values = np.asarray(x)
-        bad = ~np.isfinite(values)
-        count = int(bad.sum())
-        if count:
-            nans = int(np.isnan(values).sum())
-            parts = [f"{nans} NaN"] if nans else []
-            parts += [f"{count - nans} inf"] if count - nans else []
-            got = f"{count} of {values.size} not finite"
-            lines.append(format_message("tree", paths[i], "finite values", got, ", ".join(parts), None))
+        if is_array(x):
+            if is_inexact_dtype(x.dtype):
+                arrays.append(i)
+        # ints are always finite (and may be too big for a complex)
+        elif isinstance(x, numbers.Complex) and not isinstance(x, numbers.Integral) and not cmath.isfinite(x):
+            lines[i] = format_message("tree", paths[i], "a finite number", repr(x), None, None)
+    # (read where the arrays live, together: see treekit.ops.leaf_stats)
+    unread = []
+    for i, stats in zip(arrays, leaf_stats([leaves[i] for i in arrays])):
+        if stats is None:
+            got = f"{describe_leaf(leaves[i])} with no values to read (a tracer, an abstract or a deleted array)"
+            unread.append(format_message("tree", paths[i], "an array of values", got, None, None))
+        elif stats.nans + stats.infs:
+            parts = [f"{stats.nans} NaN"] if stats.nans else []
+            parts += [f"{stats.infs} inf"] if stats.infs else []
+            got = f"{stats.nans + stats.infs} of {leaves[i].size} not finite"
+            lines[i] = format_message("tree", paths[i], "finite values", got, ", ".join(parts), None)
+    if unread:
+        raise TypeError("assert_tree_all_finite reads values:\n" + "\n".join(unread))
     if lines:
-        _fail("tree is not all finite", lines)
+        _fail("tree is not all finite", [lines[i] for i in sorted(lines)])
 
 
 def assert_tree_no_nones(tree: Any) -> None:

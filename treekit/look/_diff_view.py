@@ -12,7 +12,7 @@ from typing import Any
 
 from treekit.core import IsLeaf, KeyPath, flatten, fragment, keystr, lookup, pair
 from treekit.look._format import node_text
-from treekit.look._view import Sums, leaf_html
+from treekit.look._view import Sums, leaf_lines
 
 __all__ = ["render_diff"]
 
@@ -116,7 +116,7 @@ def _side(tree: Any, is_leaf: IsLeaf | None) -> str:
     leaves, treedef, _ = flatten(tree, is_leaf)
     record = treedef._nodes[-1]
     if record[0] is None:
-        return leaf_html(tree, None, True)
+        return leaf_lines([tree], [None])[0]
     subtotal = Sums(leaves, []).text(0, len(leaves))
     kind = html.escape(node_text(record))
     return f'<span class="tk-kind">{kind}</span> <span class="tk-dim">{html.escape(subtotal)}</span>'

@@ -9,13 +9,14 @@ a cell, so a new column is one entry.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from treekit.core import HtmlText, IsLeaf, KeyPath, dtype_name, flatten, is_array, keystr, leaf_size
-from treekit.ops import broadcast
+from treekit.ops import Stats, broadcast, leaf_stats, merge_stats
 from treekit.sharding import Layout, annotation, box_level, device_nbytes, layout_of, mesh_str, named_layout, spec_str
 
 __all__ = [
@@ -26,7 +27,6 @@ __all__ = [
     "Row",
     "human_bytes",
     "leaf_layouts",
-    "leaf_stats",
     "not_counted",
     "summary",
 ]
@@ -38,7 +38,8 @@ class Row:
 
     ``grouped`` is true for a prefix row (``depth=``) and the ``total`` row, whose cells are
     subtotals; ``leaves`` holds every leaf under it, arrays or not, and ``layouts`` each one's
-    ``(spec, mesh axes)`` where it is sharded (``None`` where not; empty for an unsharded tree).
+    ``(spec, mesh axes)`` where it is sharded (``None`` where not; empty for an unsharded tree),
+    and ``parts`` each one's :class:`~treekit.ops.Stats` (empty without ``stats=True``).
     """
 
     name: str
@@ -46,7 +47,7 @@ class Row:
     grouped: bool = False
     total: bool = False
     layouts: list[Layout | None] = dataclasses.field(default_factory=list)
-    _stats: tuple[int, float, float, float, float, int, int] | None = None
+    parts: list[Stats | None] = dataclasses.field(default_factory=list)
 
     @property
     def arrays(self) -> list[Any]:
@@ -57,11 +58,10 @@ class Row:
         """``(array, layout)`` for each array of the row."""
         return [(x, layout) for x, layout in zip(self.leaves, self.layouts) if is_array(x)]
 
-    def stats(self) -> tuple[int, float, float, float, float, int, int]:
-        """``(count, mean, std, min, max, nans, infs)`` over the finite entries of the arrays."""
-        if self._stats is None:
-            self._stats = _stats(self.arrays)
-        return self._stats
+    @functools.cached_property
+    def stats(self) -> Stats:
+        """The statistics of the finite entries of the row's arrays, and their NaN and inf counts."""
+        return merge_stats(self.parts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,62 +142,25 @@ keeps; the total row names the mesh and sums the bytes per device. Leaves withou
 (numpy arrays, arrays on one device) show ``-`` and count whole."""
 
 
-def leaf_stats(x: Any) -> tuple[int, float, float, float, float, int, int]:
-    """``(count, mean, std, min, max, nans, infs)`` of one array's finite entries (count 0:
-    none, or no values to read)."""
-    return _stats([x])
-
-
-def _stats(arrays: list[Any]) -> tuple[int, float, float, float, float, int, int]:
-    import numpy as np
-
-    count, total, squares, low, high, nans, infs = 0, 0.0, 0.0, math.inf, -math.inf, 0, 0
-    for x in arrays:
-        try:
-            values = np.asarray(x)
-        except Exception:  # an abstract value (a tracer, a ShapeDtypeStruct): no numbers to show
-            continue
-        if values.dtype.kind not in "biufc" and dtype_name(values.dtype) != "bfloat16":
-            continue
-        values = values.astype(np.complex128 if values.dtype.kind == "c" else np.float64).ravel()
-        if values.dtype.kind == "c":
-            values = np.abs(values)
-        nan = np.isnan(values)
-        inf = np.isinf(values)
-        finite = values[~(nan | inf)]
-        nans += int(nan.sum())
-        infs += int(inf.sum())
-        if finite.size:
-            count += finite.size
-            total += float(finite.sum())
-            squares += float((finite * finite).sum())
-            low, high = min(low, float(np.min(finite))), max(high, float(np.max(finite)))
-    if not count:
-        return 0, math.nan, math.nan, math.nan, math.nan, nans, infs
-    mean = total / count
-    return count, mean, math.sqrt(max(squares / count - mean * mean, 0.0)), low, high, nans, infs
-
-
-def _stat(index: int) -> Callable[[Row], str]:
+def _stat(name: str) -> Callable[[Row], str]:
     def cell(row: Row) -> str:
-        stats = row.stats()
         if not row.arrays:
             return "-"
-        value = stats[index]
-        if index >= 5:
-            return f"{int(value):,}"
+        value = getattr(row.stats, name)
+        if name in ("nans", "infs"):
+            return f"{value:,}"
         return "-" if math.isnan(value) else f"{value:.4g}"
 
     return cell
 
 
 STAT_COLUMNS: list[Column] = [
-    Column("mean", True, _stat(1)),
-    Column("std", True, _stat(2)),
-    Column("min", True, _stat(3)),
-    Column("max", True, _stat(4)),
-    Column("nan", True, _stat(5)),
-    Column("inf", True, _stat(6)),
+    Column("mean", True, _stat("mean")),
+    Column("std", True, _stat("std")),
+    Column("min", True, _stat("low")),
+    Column("max", True, _stat("high")),
+    Column("nan", True, _stat("nans")),
+    Column("inf", True, _stat("infs")),
 ]
 """The columns ``stats=True`` adds: over the finite entries of the row's arrays (magnitudes for
 complex), and the counts of NaN and infinite entries."""
@@ -214,12 +177,19 @@ def human_bytes(n: int) -> str:
 
 
 def table_rows(
-    leaves: list[Any], paths: list[KeyPath], depth: int | None, layouts: Sequence[Layout | None] = ()
+    leaves: list[Any],
+    paths: list[KeyPath],
+    depth: int | None,
+    layouts: Sequence[Layout | None] = (),
+    parts: Sequence[Stats | None] = (),
 ) -> list[Row]:
-    """The rows of the table but the total; ``layouts``: each leaf's, or empty (not sharded)."""
+    """The rows of the table but the total; ``layouts``: each leaf's, or empty (not sharded);
+    ``parts``: each leaf's statistics, or empty (not asked for)."""
     if depth is None:
-        rows = enumerate(zip(paths, leaves))
-        return [Row(keystr(path) or "(root)", [x], layouts=list(layouts[k : k + 1])) for k, (path, x) in rows]
+        return [
+            Row(keystr(path) or "(root)", [x], layouts=list(layouts[k : k + 1]), parts=list(parts[k : k + 1]))
+            for k, (path, x) in enumerate(zip(paths, leaves))
+        ]
     groups: dict[str, Row] = {}
     for k, (path, x) in enumerate(zip(paths, leaves)):
         prefix = path[:depth]
@@ -231,6 +201,7 @@ def table_rows(
             row.grouped = True
         row.leaves.append(x)
         row.layouts.extend(layouts[k : k + 1])
+        row.parts.extend(parts[k : k + 1])
     return list(groups.values())
 
 
@@ -345,7 +316,9 @@ def summary(
     assert paths is not None
     layouts = leaf_layouts(tree, leaves, is_leaf, shardings, mesh)
     columns = COLUMNS + (SHARDING_COLUMNS if layouts else []) + (STAT_COLUMNS if stats else [])
-    rows = [*table_rows(leaves, paths, depth, layouts), Row("total", leaves, grouped=True, total=True, layouts=layouts)]
+    parts = leaf_stats(leaves) if stats else []  # (computed together: see treekit.ops.leaf_stats)
+    last = Row("total", leaves, grouped=True, total=True, layouts=layouts, parts=parts)
+    rows = [*table_rows(leaves, paths, depth, layouts, parts), last]
     table = [[column.cell(row) for column in columns] for row in rows]
     total_bytes = sum(leaf_size(x)[1] or 0 for x in leaves)
     note = not_counted(leaves, paths)

@@ -18,10 +18,11 @@ from typing import Any
 
 from treekit.core import LIST, TUPLE, IsLeaf, describe_leaf, flatten, fragment, is_array, keystr, leaf_size
 from treekit.look._format import node_text
-from treekit.look._summary import human_bytes, leaf_layouts, leaf_stats, not_counted, summary
+from treekit.look._summary import human_bytes, leaf_layouts, not_counted, summary
+from treekit.ops import Stats, leaf_stats
 from treekit.sharding import device_nbytes, spec_str
 
-__all__ = ["Sums", "View", "leaf_html", "view"]
+__all__ = ["Sums", "View", "leaf_html", "leaf_lines", "view"]
 
 _VALUES = 8  # arrays of at most this many entries show them (flattened)
 
@@ -58,7 +59,9 @@ class Sums:
         return " · ".join(parts)
 
 
-def leaf_html(x: Any, layout: Any, stats: bool) -> str:
+def leaf_html(x: Any, layout: Any, stats: Stats | None, values: Any = None) -> str:
+    """One leaf's line: its shape and dtype (or type and repr), its spec where it is sharded,
+    ``stats`` where given, and ``values`` (its entries, read already) where given."""
     if not is_array(x):
         name = getattr(x, "__qualname__", None) if callable(x) and not isinstance(x, type) else None
         text = f"{getattr(x, '__module__', None) or '?'}.{name}" if type(name) is str else repr(x)
@@ -67,25 +70,54 @@ def leaf_html(x: Any, layout: Any, stats: bool) -> str:
     out = [html.escape(describe_leaf(x))]
     if layout is not None:
         out.append(f'<span class="tk-spec">{html.escape(spec_str(layout[0]))}</span>')
-    if stats:
-        count, mean, std, low, high, nans, infs = leaf_stats(x)
-        if count:
-            out.append(f'<span class="tk-dim">mean {mean:.4g} std {std:.4g} min {low:.4g} max {high:.4g}</span>')
-        for n, what in ((nans, "NaN"), (infs, "inf")):
+    if stats is not None:
+        if stats.finite:
+            numbers = f"mean {stats.mean:.4g} std {stats.std:.4g} min {stats.low:.4g} max {stats.high:.4g}"
+            out.append(f'<span class="tk-dim">{numbers}</span>')
+        for n, what in ((stats.nans, "NaN"), (stats.infs, "inf")):
             if n:
                 out.append(f'<span class="tk-bad">{n:,} {what}</span>')
-        size = leaf_size(x)[0]
-        if size is not None and 0 < size <= _VALUES:
-            try:
-                import numpy as np
-
-                items = np.asarray(x).ravel().tolist()
-                texts = (format(v, ".4g") if type(v) in (float, complex) else str(v) for v in items)
-                values = f"[{', '.join(texts)}]"
-                out.append(f'<span class="tk-values">{html.escape(values)}</span>')
-            except Exception:  # (an abstract array: no values)
-                pass
+    if values is not None:
+        items = values.ravel().tolist()
+        texts = (format(v, ".4g") if type(v) in (float, complex) else str(v) for v in items)
+        shown = html.escape("[" + ", ".join(texts) + "]")
+        out.append(f'<span class="tk-values">{shown}</span>')
     return " ".join(out)
+
+
+def leaf_lines(leaves: list[Any], layouts: list[Any]) -> list[str]:
+    """:func:`leaf_html` of each leaf with its statistics, and the entries of arrays of at most
+    8: all read together, where the arrays live (one transfer from a device)."""
+    parts = leaf_stats(leaves)
+    small = [k for k, x in enumerate(leaves) if parts[k] is not None and 0 < (leaf_size(x)[0] or 0) <= _VALUES]
+    values = dict(zip(small, _small_values([leaves[k] for k in small])))
+    return [leaf_html(x, layout, parts[k], values.get(k)) for k, (x, layout) in enumerate(zip(leaves, layouts))]
+
+
+def _small_values(leaves: list[Any]) -> list[Any]:
+    """The entries of each leaf (a numpy array), all read in one transfer; ``None`` where a leaf
+    has no values to read (an abstract array)."""
+    import numpy as np
+
+    from treekit.ops import loaded_jax
+
+    jax = loaded_jax()
+    out: list[Any] = [None] * len(leaves)
+    placed = []  # the jax arrays: fetched together
+    for k, x in enumerate(leaves):
+        if jax is not None and isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+            if not x.is_deleted() and x.is_fully_addressable:
+                placed.append(k)
+            continue
+        try:
+            out[k] = np.asarray(x)
+        except Exception:  # (an abstract array: no values)
+            pass
+    if placed:
+        assert jax is not None
+        for k, value in zip(placed, jax.device_get([leaves[k] for k in placed])):
+            out[k] = np.asarray(value)
+    return out
 
 
 class View:
@@ -207,6 +239,7 @@ def render(
     if note:
         out.append(f'<div class="tk-dim">{html.escape(note)}</div>')
     rows = 0
+    drawn: list[tuple[int, int, str, bool]] = []  # (place in out, leaf index, key, with stats)
     # (record index, subtree, key text, depth, first leaf) to draw, or a str to emit as it is
     todo: list[Any] = [(len(nodes) - 1, tree, "tree", 0, 0)]
     while todo:
@@ -218,11 +251,9 @@ def render(
         ntype, arity, count = nodes[j][0], nodes[j][2], nodes[j][3]
         rows += 1
         key_html = f'<span class="tk-key">{html.escape(key)}</span>'
-        if ntype is None:
-            path = html.escape(keystr(paths[start]))
-            layout = layouts[start] if layouts else None
-            body = leaf_html(sub, layout, stats and rows <= max_rows)
-            out.append(f'<div class="tk-leaf">{key_html}: {body}<code class="tk-path">{path}</code></div>')
+        if ntype is None:  # its line is written once the drawn leaves' statistics are in
+            drawn.append((len(out), start, key_html, stats and rows <= max_rows))
+            out.append("")
             continue
         path = html.escape(keystr(paths[start][:level])) if count else ""
         opened = (depth is None or level < depth) and rows < max_rows
@@ -262,4 +293,10 @@ def render(
             todo.append(f'<div class="tk-leaf tk-dim">{more}</div>')
         for index in range(shown - 1, -1, -1):  # pushed right to left: drawn left to right
             todo.append((spans[index][0], children[index], keys[index], level + 1, spans[index][1]))
+    read = [start for _, start, _, with_stats in drawn if with_stats]
+    lines = dict(zip(read, leaf_lines([leaves[k] for k in read], [layouts[k] if layouts else None for k in read])))
+    for at, start, key_html, _ in drawn:
+        body = lines.get(start) or leaf_html(leaves[start], layouts[start] if layouts else None, None)
+        path = html.escape(keystr(paths[start]))
+        out[at] = f'<div class="tk-leaf">{key_html}: {body}<code class="tk-path">{path}</code></div>'
     return fragment("".join(out))

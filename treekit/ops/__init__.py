@@ -1,4 +1,4 @@
-# Lives here: _ops.py (flatten, map), _fold.py, _rearrange.py, _tree_math.py, _tree_reduce.py,
+# Lives here: _ops.py (flatten, map), _fold.py, _rearrange.py, _tree_math.py, _tree_reduce.py, _stats.py,
 # _tree_random.py, _at.py and _where.py (tree_at), _partition.py, _stack.py, _flat_dicts.py, ...;
 # those that import numpy at load, and the seldom used, give their names on first use.
 # May import: core. Start at _ops.py (tree_flatten, tree_map), then _fold.py (reduce).
@@ -33,6 +33,9 @@ from treekit.ops._rearrange import treedef_children as treedef_children
 from treekit.ops._rearrange import treedef_is_leaf as treedef_is_leaf
 from treekit.ops._rearrange import treedef_is_strict_leaf as treedef_is_strict_leaf
 from treekit.ops._rearrange import treedef_tuple as treedef_tuple
+from treekit.ops._stats import Stats as Stats
+from treekit.ops._stats import leaf_stats as leaf_stats
+from treekit.ops._stats import merge_stats as merge_stats
 from treekit.ops._tree_math import dtype_of as dtype_of
 from treekit.ops._tree_math import loaded_jax as loaded_jax
 from treekit.ops._tree_math import namespace as namespace

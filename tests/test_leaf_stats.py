@@ -1,0 +1,149 @@
+"""treekit.ops.leaf_stats, the statistics behind summary(stats=True), view and
+assert_tree_all_finite: laws against numpy in float64, jax arrays reduced on their devices
+agreeing with the host pass, subtotals merged as if the entries were one array, programs
+compiled once per shape, and the leaves with nothing to read."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from children import EIGHT_CPUS
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from treekit.ops import Stats, leaf_stats, merge_stats
+
+DTYPES = st.sampled_from([np.float32, np.float64, np.float16, np.int32, np.int8, np.uint8, np.bool_, np.complex64])
+
+
+@st.composite
+def arrays(draw: st.DrawFn) -> np.ndarray:
+    dtype = np.dtype(draw(DTYPES))
+    shape = draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5))
+    if dtype.kind == "f":
+        finite = {"min_value": -1e4, "max_value": 1e4} if dtype.itemsize > 2 else {}
+        elements = st.floats(width=8 * dtype.itemsize, **finite) | st.sampled_from([np.nan, np.inf, -np.inf])
+        return draw(hnp.arrays(dtype, shape, elements=elements))
+    if dtype.kind == "c":
+        parts = st.floats(-1e3, 1e3, width=32) | st.sampled_from([np.nan, np.inf])
+        return draw(hnp.arrays(dtype, shape, elements=st.builds(complex, parts, parts)))
+    return draw(hnp.arrays(dtype, shape))
+
+
+def reference(x: np.ndarray) -> tuple[int, float, float, float, float, int, int]:
+    """numpy in float64: a complex entry with a NaN part is NaN, else one with an infinite part is inf."""
+    x = x.ravel()
+    nan = np.isnan(x)
+    nans, infs = int(nan.sum()), int((np.isinf(x) & ~nan).sum())
+    finite = (np.abs(x) if x.dtype.kind == "c" else x)[np.isfinite(x)].astype(np.float64)
+    if not finite.size:
+        return 0, math.nan, math.nan, math.nan, math.nan, nans, infs
+    return finite.size, finite.mean(), finite.std(), finite.min(), finite.max(), nans, infs
+
+
+def close(stats: Stats | None, expected: tuple[Any, ...], rtol: float) -> None:
+    assert stats is not None
+    count, mean, std, low, high, nans, infs = expected
+    assert (stats.finite, stats.nans, stats.infs) == (count, nans, infs)
+    scale = max(abs(low), abs(high), 1.0) if count else 1.0
+    for got, want in ((stats.mean, mean), (stats.std, std), (stats.low, low), (stats.high, high)):
+        if math.isnan(want):
+            assert math.isnan(got)
+        else:
+            assert abs(got - want) <= rtol * scale, (got, want)
+
+
+@given(arrays())
+def test_host_statistics_are_numpys_over_the_finite_entries(x: np.ndarray) -> None:
+    close(leaf_stats([x])[0], reference(x), 1e-9)
+
+
+@given(arrays())
+def test_jax_arrays_reduce_on_their_device_to_the_host_statistics(x: np.ndarray) -> None:
+    jax = pytest.importorskip("jax")
+    if x.dtype == np.float64 and not jax.config.jax_enable_x64:
+        x = x.astype(np.float32)
+    # float32 arithmetic on the device: to a float32's precision of the largest magnitude
+    close(leaf_stats([jax.numpy.asarray(x)])[0], reference(x), 1e-5)
+
+
+@given(st.lists(arrays(), min_size=0, max_size=5))
+def test_merged_statistics_are_those_of_the_entries_taken_together(xs: list[np.ndarray]) -> None:
+    merged = merge_stats(leaf_stats(xs))
+    together = np.concatenate([np.zeros(0), *(as_real(x).ravel() for x in xs)])
+    close(merged, reference(together), 1e-9)
+
+
+def as_real(x: np.ndarray) -> np.ndarray:
+    """float64 values with ``reference``'s statistics: complex entries as magnitudes, NaN or inf."""
+    if x.dtype.kind != "c":
+        return x.astype(np.float64)
+    return np.where(np.isnan(x), np.nan, np.where(np.isinf(x), np.inf, np.abs(x)))
+
+
+def test_a_second_call_and_a_tree_of_the_same_shapes_compile_nothing() -> None:
+    jax = pytest.importorskip("jax")
+    from treekit.ops._stats import _kernel
+
+    jnp = jax.numpy
+    params = {"w": jnp.ones((7, 3)), "b": jnp.zeros(3), "layers": [jnp.full((5,), float(i)) for i in range(11)]}
+    leaf_stats(jax.tree.leaves(params))
+    compiled = _kernel()._cache_size()
+    leaf_stats(jax.tree.leaves(params))
+    moments = jax.tree.map(lambda x: x * 2, params)  # another tree, the same shapes
+    stats = leaf_stats(jax.tree.leaves(moments))
+    assert _kernel()._cache_size() == compiled
+    # 11 leaves of one shape: programs for runs of 8, 2 and 1, whichever tree they come from
+    assert [s.mean for s in stats if s is not None][1:-1] == [2.0 * i for i in range(11)]
+
+
+def test_leaves_with_nothing_to_read_have_no_statistics() -> None:
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    deleted = jnp.ones(3)
+    deleted.delete()
+    keys = jax.random.split(jax.random.key(0), 2)
+    got = leaf_stats([deleted, jax.ShapeDtypeStruct((2,), np.float32), keys, "text", 1.5, np.array(["a"]), jnp.ones(2)])
+    assert got[:6] == [None] * 6 and got[6] == Stats(2, 2.0, 0.0, 1.0, 1.0, 0, 0)
+    seen = []
+    jax.jit(lambda x: seen.append(leaf_stats([x])[0]) or x)(jnp.ones(2))
+    assert seen == [None]  # a tracer
+
+
+def test_assert_tree_all_finite_names_leaves_it_cannot_read() -> None:
+    jax = pytest.importorskip("jax")
+    import treekit as tk
+
+    tree = {"w": jax.ShapeDtypeStruct((2,), np.float32), "b": jax.numpy.array([1.0, np.nan])}
+    with pytest.raises(TypeError, match=r"tree\['w'\]: expected an array of values, got f32\[2\] with no values"):
+        tk.assert_tree_all_finite(tree)
+
+
+SHARDED = """
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from treekit.ops import leaf_stats
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ('data', 'model'))
+x = np.arange(64 * 8, dtype=np.float32).reshape(64, 8) - 100.0
+x[3, 5], x[60, 1] = np.nan, -np.inf
+placed = jax.device_put(x, NamedSharding(mesh, P('data', 'model')))
+one, = leaf_stats([placed])
+whole, = leaf_stats([x])
+assert one[:1] + one[3:] == whole[:1] + whole[3:]
+assert abs(one.mean - whole.mean) < 1e-4 and abs(one.std - whole.std) < 1e-3, (one, whole)
+print('ok')
+"""
+
+
+def test_a_sharded_array_reduces_across_its_devices() -> None:
+    pytest.importorskip("jax")
+    env = {**os.environ, **EIGHT_CPUS}
+    out = subprocess.run([sys.executable, "-c", SHARDED], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]

@@ -1,0 +1,200 @@
+"""Value statistics of many leaves at once, computed where the arrays live.
+
+:func:`leaf_stats` gives each leaf's :class:`Stats`: the count, mean, spread, min and max of its
+finite entries (magnitudes for complex) and its NaN and infinity counts, or ``None`` where there
+are no numbers to read (not an array, a dtype that holds no numbers, a tracer, a deleted array,
+an array that other processes hold part of). :func:`merge_stats` adds them up for subtotals.
+
+jax arrays are reduced on their devices: one compiled program for each run of up to 64 leaves of
+one shape, dtype and sharding (a sharded array reduces on each of its devices and XLA combines
+the parts), and every result comes back in one transfer, seven numbers a leaf. jax keeps the
+programs by those shapes, so a second call on the same tree, or on another tree of the same
+shapes (an optimizer's moments beside the params), compiles nothing. Other arrays (numpy's) are
+read on the host one leaf at a time, in float64 and in blocks, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from treekit.core import is_array, is_inexact_dtype
+from treekit.ops._tree_math import loaded_jax
+
+__all__ = ["Stats", "leaf_stats", "merge_stats"]
+
+_BLOCK = 1 << 20  # entries a host pass reads at a time (8 MiB of float64)
+_RUN = 64  # leaves one compiled program reduces at most
+
+
+class Stats(NamedTuple):
+    """What :func:`leaf_stats` reads off one leaf (or :func:`merge_stats` off several)."""
+
+    finite: int  # entries that are finite
+    total: float  # their sum
+    m2: float  # their sum of squared deviations from their mean
+    low: float
+    high: float
+    nans: int
+    infs: int
+
+    @property
+    def mean(self) -> float:
+        """The mean of the finite entries; nan when there are none."""
+        return self.total / self.finite if self.finite else math.nan
+
+    @property
+    def std(self) -> float:
+        """The (population) standard deviation of the finite entries; nan when there are none."""
+        return math.sqrt(self.m2 / self.finite) if self.finite else math.nan
+
+
+_NONE_FINITE = Stats(0, 0.0, math.nan, math.nan, math.nan, 0, 0)
+
+
+def merge_stats(parts: Iterable[Stats | None]) -> Stats:
+    """The statistics of all the entries behind ``parts`` together (``None`` parts add nothing),
+    by Chan, Golub and LeVeque's pairwise update, in float64.
+
+    >>> a, b = Stats(2, 2.0, 2.0, 0.0, 2.0, 0, 0), Stats(1, 4.0, 0.0, 4.0, 4.0, 1, 0)
+    >>> merge_stats([a, None, b])
+    Stats(finite=3, total=6.0, m2=8.0, low=0.0, high=4.0, nans=1, infs=0)
+    """
+    count, total, m2, low, high, nans, infs = 0, 0.0, 0.0, math.inf, -math.inf, 0, 0
+    for s in parts:
+        if s is None:
+            continue
+        nans, infs = nans + s.nans, infs + s.infs
+        if not s.finite:
+            continue
+        if count:
+            delta = s.total / s.finite - total / count
+            m2 += delta * delta * count * s.finite / (count + s.finite)
+        count, total, m2 = count + s.finite, total + s.total, m2 + s.m2
+        low, high = min(low, s.low), max(high, s.high)
+    if not count:
+        return _NONE_FINITE._replace(nans=nans, infs=infs)
+    return Stats(count, total, m2, low, high, nans, infs)
+
+
+def leaf_stats(leaves: Sequence[Any]) -> list[Stats | None]:
+    """Each leaf's :class:`Stats`, or ``None`` where it holds no numbers to read.
+
+    >>> import numpy as np
+    >>> [s and (s.finite, s.mean, s.nans) for s in leaf_stats([np.array([1.0, 3.0, np.nan]), 'x'])]
+    [(2, 2.0, 1), None]
+    """
+    out: list[Stats | None] = [None] * len(leaves)
+    runs: dict[Any, list[int]] = {}  # (shape, dtype, sharding): the jax leaves of that kind
+    jax = loaded_jax()
+    for k, x in enumerate(leaves):
+        if not is_array(x) or not _numeric(x.dtype):
+            continue
+        if jax is not None and isinstance(x, jax.Array):
+            if isinstance(x, jax.core.Tracer) or x.is_deleted() or not x.is_fully_addressable:
+                continue  # (no values here to read)
+            if x.size:
+                runs.setdefault((x.shape, x.dtype, x.sharding), []).append(k)
+                continue
+        out[k] = _host_stats(x)
+    if runs:
+        _device_stats(leaves, list(runs.values()), out)
+    return out
+
+
+def _numeric(dtype: Any) -> bool:
+    """Whether ``dtype`` holds numbers: bool, ints, floats (bfloat16, float8...), complex."""
+    if is_inexact_dtype(dtype):
+        return True
+    kind = getattr(dtype, "kind", None)
+    return kind in ("b", "i", "u") if kind is not None else str(dtype).startswith(("int", "uint", "bool"))
+
+
+def _host_stats(x: Any) -> Stats | None:
+    """One leaf read on the host, in blocks of float64 (magnitudes for complex)."""
+    import numpy as np
+
+    try:
+        flat = np.asarray(x).reshape(-1)
+    except Exception:  # an abstract value: no numbers to read
+        return None
+    if not _numeric(flat.dtype):  # (numpy wraps what it cannot read, a ShapeDtypeStruct, as an object)
+        return None
+    exact = flat.dtype.kind in "biu"  # (no NaN or inf to look for)
+    parts = []
+    for start in range(0, flat.size, _BLOCK):
+        block = flat[start : start + _BLOCK]
+        nans = infs = 0
+        if not exact:
+            nan, inf = np.isnan(block), np.isinf(block)  # (a complex entry with a NaN part is NaN)
+            nans, infs = int(np.count_nonzero(nan)), int(np.count_nonzero(inf & ~nan))
+            if nans or infs:
+                block = block[~(nan | inf)]
+        block = (np.abs(block) if block.dtype.kind == "c" else block).astype(np.float64)
+        if block.size:
+            total = float(block.sum())
+            deviations = block - total / block.size
+            m2 = float(np.dot(deviations, deviations))
+            parts.append(Stats(block.size, total, m2, float(block.min()), float(block.max()), nans, infs))
+        else:
+            parts.append(_NONE_FINITE._replace(nans=nans, infs=infs))
+    return merge_stats(parts)
+
+
+def _device_stats(leaves: Sequence[Any], runs: list[list[int]], out: list[Stats | None]) -> None:
+    """The jax leaves of ``runs`` (index lists, each of one shape, dtype and sharding) reduced on
+    their devices, the results fetched together, written into ``out``."""
+    jax = loaded_jax()
+    assert jax is not None
+    kernel = _kernel()
+    pending = []  # (leaf indexes, the program's outputs, still on the device)
+    for run in runs:
+        # a run's length as a sum of powers of two (at most _RUN): few programs per kind of leaf
+        start, left = 0, len(run)
+        while left:
+            take = min(_RUN, 1 << (left.bit_length() - 1))
+            chunk = run[start : start + take]
+            try:
+                pending.append((chunk, kernel([leaves[k] for k in chunk])))
+            except Exception:  # (a placement XLA cannot compile for): read those on the host
+                for k in chunk:
+                    out[k] = _host_stats(leaves[k])
+            start, left = start + take, left - take
+    fetched = jax.device_get([outputs for _, outputs in pending])
+    for (chunk, _), (floats, counts) in zip(pending, fetched):
+        for k, (total, m2, low, high), (nans, infs) in zip(chunk, floats.tolist(), counts.tolist()):
+            count = leaves[k].size - nans - infs
+            stats = Stats(count, total, m2, low, high, nans, infs)
+            out[k] = stats if count else _NONE_FINITE._replace(nans=nans, infs=infs)
+
+
+@functools.cache
+def _kernel() -> Any:
+    """The compiled reduction: a list of arrays of one shape and dtype to ``(floats, counts)``,
+    a row per array: ``[sum, sum((x - mean)**2), min, max]`` over the finite entries
+    (magnitudes for complex), and ``[NaN count, inf count]`` (int32: leaves under 2**31
+    entries). Two passes over each array, the second from the mean, so that the spread of
+    entries far from zero is exact where the one-pass E[x^2] - E[x]^2 would cancel."""
+    import jax
+    import jax.numpy as jnp
+
+    def reduce(xs: list[Any]) -> tuple[Any, Any]:
+        floats, counts = [], []
+        for x in xs:
+            nan = jnp.isnan(x)  # (a complex entry with a NaN part is NaN)
+            inf = jnp.isinf(x) & ~nan
+            finite = ~(nan | inf)
+            x = jnp.abs(x) if jnp.iscomplexobj(x) else x
+            x = x.astype(jnp.float64 if x.dtype == jnp.float64 else jnp.float32)
+            count = finite.sum(dtype=jnp.int32)
+            total = jnp.where(finite, x, 0).sum()
+            mean = total / jnp.maximum(count, 1).astype(x.dtype)
+            d = jnp.where(finite, x - mean, 0)
+            low, high = jnp.where(finite, x, jnp.inf).min(), jnp.where(finite, x, -jnp.inf).max()
+            floats.append(jnp.stack([total, (d * d).sum(), low, high]))
+            counts.append(jnp.stack([nan.sum(dtype=jnp.int32), inf.sum(dtype=jnp.int32)]))
+        return jnp.stack(floats), jnp.stack(counts)
+
+    return jax.jit(reduce)
