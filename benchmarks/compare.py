@@ -480,6 +480,7 @@ def check(
 # shared by many jobs); ``--clock wall`` for wall-clock time.
 CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.thread_time, "wall": time.perf_counter}
 clock = CLOCKS["cpu"]
+_TICK: dict[Callable[[], float], float] = {}  # each clock's step, measured once
 
 
 def batch(fn: Callable[[], Any], number: int) -> float:
@@ -491,8 +492,21 @@ def batch(fn: Callable[[], Any], number: int) -> float:
     return clock() - start
 
 
+def tick() -> float:
+    """The smallest step ``clock`` was seen to take: coarse on some machines (a gVisor sandbox
+    counts thread time in scheduler ticks), where a batch must be many ticks long."""
+    steps = []
+    for _ in range(5):
+        start = now = clock()
+        while now == start:
+            now = clock()
+        steps.append(now - start)
+    return min(steps)
+
+
 def calibrate(fn: Callable[[], Any], target: float) -> int:
-    """Calls per batch so that a batch takes about ``target`` seconds."""
+    """Calls per batch so that a batch takes about ``target`` seconds (at least 50 ticks of the clock)."""
+    target = max(target, 50 * _TICK.setdefault(clock, tick()))
     number = 1
     while True:
         elapsed = batch(fn, number)

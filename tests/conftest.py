@@ -22,12 +22,15 @@ else:
 
 # Child processes run on the CPU: an accelerator such as a TPU admits one process at a time, and
 # this one may hold it. jax takes JAX_PLATFORMS when it is imported, so this process keeps the
-# platforms it was started with; a child about the device would set its own.
-try:
-    import jax  # noqa: F401
-except ImportError:  # the core tests run without jax
-    pass
-os.environ["JAX_PLATFORMS"] = "cpu"
+# platforms it was started with; a child about the device would set its own. (A child's own
+# pytest, already on the CPU, does not import jax here: some run with warnings as errors, and
+# an accelerator machine's jax warns at import.)
+if os.environ.get("JAX_PLATFORMS") != "cpu":
+    try:
+        import jax  # noqa: F401
+    except ImportError:  # the core tests run without jax
+        pass
+    os.environ["JAX_PLATFORMS"] = "cpu"
 
 
 @pytest.fixture

@@ -129,7 +129,7 @@ def test_quick_run_times_both_cores_and_writes_json(tmp_path: Path) -> None:
     joins the table; the native column says n/b where the extension is not in use."""
     pytest.importorskip("jax")
     out, table = tmp_path / "out.json", tmp_path / "table.md"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     argv = ["--quick", "--libs", "treekit,treekit-pure,jax", "--trees", "mlp-3,custom-5"]
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), *argv, "--json", str(out), "--markdown", str(table)],
@@ -174,7 +174,7 @@ def test_model_trees_are_rows_of_their_own() -> None:
         out = Path(tmp) / "out.json"
         argv = ["--quick", "--libs", "treekit,jax", "--trees", "dataclass-5,dataclass-jax-5", "--json", str(out)]
         argv += ["--ops", "flatten,unflatten,flatten_with_path"]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         command = [sys.executable, str(SCRIPT), *argv]
         proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=180)
         assert proc.returncode == 0, proc.stderr

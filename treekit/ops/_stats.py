@@ -5,12 +5,14 @@ finite entries (magnitudes for complex) and its NaN and infinity counts, or ``No
 are no numbers to read (not an array, a dtype that holds no numbers, a tracer, a deleted array,
 an array that other processes hold part of). :func:`merge_stats` adds them up for subtotals.
 
-jax arrays are reduced on their devices: one compiled program for each run of up to 64 leaves of
-one shape, dtype and sharding (a sharded array reduces on each of its devices and XLA combines
-the parts), and every result comes back in one transfer, seven numbers a leaf. jax keeps the
-programs by those shapes, so a second call on the same tree, or on another tree of the same
-shapes (an optimizer's moments beside the params), compiles nothing. Other arrays (numpy's) are
-read on the host one leaf at a time, in float64 and in blocks, so memory stays bounded.
+jax arrays on an accelerator are reduced on their devices: one compiled program for each kind
+of leaf (a shape, dtype and sharding), called on up to 64 leaves at a time (a sharded array
+reduces on each of its devices and XLA combines the parts), and every result comes back in one
+transfer, six numbers a leaf. jax keeps the programs by those shapes, so a second call on the
+same tree, or on another tree of the same shapes (an optimizer's moments beside the params),
+compiles nothing. Other arrays (numpy's, and jax's on the CPU, which numpy reads in place) are
+read on the host one leaf at a time, in float64 and in blocks, so memory stays bounded: on a CPU
+that is faster than XLA's own fused pass (0.59 s vs 0.94 s for 1 GB, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ __all__ = ["Stats", "leaf_stats", "merge_stats"]
 
 _BLOCK = 1 << 20  # entries a host pass reads at a time (8 MiB of float64)
 _RUN = 64  # leaves one compiled program reduces at most
+_CALLS = 16  # calls a kind of leaf (a shape, dtype and sharding) is read in, where _RUN allows
+_IN_PLACE = frozenset({"cpu"})  # jax platforms whose arrays numpy reads in place: read on the host
 
 
 class Stats(NamedTuple):
@@ -95,10 +99,10 @@ def leaf_stats(leaves: Sequence[Any]) -> list[Stats | None]:
         if jax is not None and isinstance(x, jax.Array):
             if isinstance(x, jax.core.Tracer) or x.is_deleted() or not x.is_fully_addressable:
                 continue  # (no values here to read)
-            if x.size:
+            if x.size and any(device.platform not in _IN_PLACE for device in x.sharding.device_set):
                 runs.setdefault((x.shape, x.dtype, x.sharding), []).append(k)
                 continue
-        out[k] = _host_stats(x)
+        out[k] = _host_stats(x)  # (a jax array on the CPU: read in place, no copy)
     if runs:
         _device_stats(leaves, list(runs.values()), out)
     return out
@@ -151,17 +155,19 @@ def _device_stats(leaves: Sequence[Any], runs: list[list[int]], out: list[Stats 
     kernel = _kernel()
     pending = []  # (leaf indexes, the program's outputs, still on the device)
     for run in runs:
-        # a run's length as a sum of powers of two (at most _RUN): few programs per kind of leaf
-        start, left = 0, len(run)
-        while left:
-            take = min(_RUN, 1 << (left.bit_length() - 1))
-            chunk = run[start : start + take]
+        # One program per kind of leaf: it reduces `size` leaves at a time, size a power of two
+        # (so that runs of similar lengths share it) for about _CALLS calls; the last call's
+        # missing leaves are the first one again, their results dropped. (A program's compile
+        # time grows with its leaves, 0.1-0.6 s a leaf on a TPU, a call costs ~0.2 ms there.)
+        size = min(_RUN, 1 << max(0, math.ceil(len(run) / _CALLS) - 1).bit_length())
+        for start in range(0, len(run), size):
+            chunk = run[start : start + size]
+            arrays = [leaves[k] for k in chunk] + [leaves[run[0]]] * (size - len(chunk))
             try:
-                pending.append((chunk, kernel([leaves[k] for k in chunk])))
+                pending.append((chunk, kernel(arrays)))
             except Exception:  # (a placement XLA cannot compile for): read those on the host
                 for k in chunk:
                     out[k] = _host_stats(leaves[k])
-            start, left = start + take, left - take
     fetched = jax.device_get([outputs for _, outputs in pending])
     for (chunk, _), (floats, counts) in zip(pending, fetched):
         for k, (total, m2, low, high), (nans, infs) in zip(chunk, floats.tolist(), counts.tolist()):
