@@ -3,7 +3,9 @@ the tests' child processes run on."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -57,3 +59,37 @@ def case_types() -> Iterator[None]:
 
     with case_types():
         yield
+
+
+# The examples in docstrings and docs/ that import an optional library (a model, data or
+# checkpoint library the dev extra installs) skip where it is missing, as the tests that
+# importorskip it do; where it is installed (CI) they run.
+_OPTIONAL = {
+    "chex",
+    "datasets",
+    "equinox",
+    "flax",
+    "grain",
+    "haiku",
+    "optax",
+    "optree",
+    "orbax",
+    "pyarrow",
+    "pyspark",
+    "safetensors",
+    "torch",
+    "transformers",
+    "tree",
+}
+_IMPORTS = re.compile(r"^\s*(?:import|from)\s+(\w+)", re.M)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from _pytest.doctest import DoctestItem
+
+    for item in items:
+        if isinstance(item, DoctestItem) and item.dtest is not None:
+            names = {m for example in item.dtest.examples for m in _IMPORTS.findall(example.source)}
+            missing = sorted(m for m in names & _OPTIONAL if importlib.util.find_spec(m) is None)
+            if missing:
+                item.add_marker(pytest.mark.skip(reason=f"the example imports {', '.join(missing)}, not installed"))
