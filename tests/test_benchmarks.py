@@ -204,3 +204,19 @@ def test_the_callgrind_child_calls_the_op(compare: ModuleType, monkeypatch: pyte
     name = "treekit" if treekit.backend() == "native" else "treekit-pure"
     assert compare.main(["--count-child", f"{name},mlp-3,leaves,5", "--quick"]) == 0
     assert len(calls) == 5 and all(len(leaves) == 6 for leaves in calls)
+
+
+def test_the_accelerator_benchmark_runs_and_its_checks_hold(tmp_path: Path) -> None:
+    """benchmarks/accelerator.py --quick (on the CPU here; the TPU table comes from its full run)."""
+    pytest.importorskip("jax")
+    pytest.importorskip("optax")
+    out = tmp_path / "out.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    command = [sys.executable, str(ROOT / "benchmarks" / "accelerator.py"), "--quick", "--json", str(out)]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert set(result["eager"]["rows"]) == {"leaves", "structure", "flatten+unflatten", "tree_map(jnp.negative)"}
+    assert result["adam"]["same_loss"] is True
+    assert result["look"]["programs_compiled_after_the_first_view"] == 0
+    assert result["drift"]["same_gradients"] < 1e-4

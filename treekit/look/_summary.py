@@ -286,8 +286,9 @@ def summary(
         is_leaf: As in :func:`treekit.tree_flatten`.
         depth: Collapse each subtree below this many key entries into one row of subtotals;
             ``None`` (default) lists every leaf.
-        stats: Add the value statistics columns (they read every array's values: numpy and
-            jax arrays; abstract ones show ``-``).
+        stats: Add the value statistics columns (they read every array's values: numpy
+            arrays on the host, jax arrays on an accelerator in a compiled reduction there,
+            six numbers a leaf brought back (see :doc:`accelerators`); abstract ones show ``-``).
         shardings: A tree of ``NamedSharding``, ``PartitionSpec`` and ``None`` (replicated),
             with ``tree``'s structure or a prefix of it (as :func:`treekit.sharding.shardings`
             or :func:`treekit.sharding.match_rules` give); overrides the arrays' own shardings.

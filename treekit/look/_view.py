@@ -192,7 +192,8 @@ def view(
         tree: Any pytree.
         depth: Open the nodes down to this many key entries (the rest start folded); ``None``
             (default): open all that are drawn. ``str()`` collapses rows as ``summary`` does.
-        stats: Show each drawn leaf's statistics (they read its values).
+        stats: Show each drawn leaf's statistics (they read its values, where it lives: see
+            :doc:`accelerators`).
         shardings: As :func:`treekit.summary` takes.
         mesh: As :func:`treekit.summary` takes.
         is_leaf: As in :func:`treekit.tree_flatten`.
