@@ -213,3 +213,48 @@ def test_strings_from_a_file_never_reach_a_terminal_raw(tmp_path: Path, capsys: 
         said.append(str(info.value))
     assert all("\x1b" not in text and "\x07" not in text for text in said), said
     assert all("\\x1b" in text for text in said[:3])  # (shown escaped)
+
+
+def _header_file(path: Path, body: bytes) -> Path:
+    path.write_bytes(len(body).to_bytes(8, "little") + body)
+    return path
+
+
+HEADERS = {  # 8 MB headers of what costs Python the most memory per byte of JSON
+    "tiny objects": lambda n: b'{"x": [' + b",".join([b"{}"] * (n // 3)) + b"]}",
+    "tiny arrays": lambda n: b'{"x": [' + b",".join([b"[]"] * (n // 3)) + b"]}",
+    "short strings": lambda n: b'{"x": [' + b",".join([b'"ab"'] * (n // 5)) + b"]}",
+    "small dicts": lambda n: b'{"x": [' + b",".join([b'{"a":1,"b":2,"c":33}'] * (n // 21)) + b"]}",
+    "numbers": lambda n: b'{"x": [' + b",".join([b"1.5"] * (n // 4)) + b"]}",
+    "a record of small dicts": lambda n: json.dumps(
+        {"__metadata__": {"__treekit__": "[" + ",".join(['{"a":1,"b":2,"c":33}'] * (n // 21)) + "]"}}
+    ).encode(),
+}
+
+PEAK = """
+import re, sys
+import numpy, treekit, treekit.checkpoint._safetensors
+
+def peak():  # this process's peak resident memory (ru_maxrss would count the parent's, from before exec)
+    with open('/proc/self/status') as f:
+        return int(re.search(r'VmHWM:\\s+(\\d+) kB', f.read())[1]) << 10
+
+before = peak()
+try:
+    treekit.load(sys.argv[1])
+except ValueError as exc:
+    print('ValueError:', str(exc)[-120:])
+print('rise', peak() - before)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/status")
+@pytest.mark.parametrize("kind", HEADERS)
+def test_refusing_a_bad_header_takes_a_small_multiple_of_its_size(tmp_path: Path, kind: str) -> None:
+    path = _header_file(tmp_path / "h.safetensors", HEADERS[kind](8 << 20))
+    out = subprocess.run([sys.executable, "-c", PEAK, str(path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "ValueError" in out.stdout, out.stdout + out.stderr[-2000:]
+    rise = int(out.stdout.split("rise ")[1])
+    # at most 16 times the header (the bytes, their str, the values: the bound load checks before
+    # parsing), and a few MB of the interpreter's own
+    assert rise <= 16 * path.stat().st_size + (8 << 20), (kind, rise / path.stat().st_size)

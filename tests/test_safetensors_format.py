@@ -386,7 +386,16 @@ HOSTILE: list[tuple[str, Any, str]] = [
     ("not-json", lambda p: _raw(p, b"{'w': 1}"),
      "header: expected JSON, got JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2"),
     ("empty-json", lambda p: _raw(p, b"        "), "header: expected JSON, got JSONDecodeError: Expecting value"),
-    ("deep-json", lambda p: _raw(p, b"[" * 100_000 + b"]" * 100_000), "header: expected JSON, got RecursionError"),
+    (
+        "deep-json",
+        lambda p: _raw(p, b'{"pad": "' + b"x" * 1_000_000 + b'", "d": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"),
+        "header: expected JSON, got RecursionError",
+    ),
+    (  # as Python objects, [] takes 40 times its 2 bytes: refused before parsing
+        "many-arrays",
+        lambda p: _raw(p, b"[" * 100_000 + b"]" * 100_000),
+        "header: expected JSON that Python holds in at most 16 times its size, got 0 objects, 100,000 arrays",
+    ),
     ("json-array", lambda p: _raw(p, []), "header: expected a JSON object, got an array"),
     ("duplicate-key", lambda p: _raw(p, b'{"w": 1, "w": 2}'),
      "header: expected JSON, got ValueError: key 'w' appears twice in one object"),

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar
@@ -155,11 +154,10 @@ def _parse(
 ) -> Any:
     """The structure record; with the header's ``tensors`` by name (``dtype(tensor)``: its dtype's
     name), checked to agree with them: each named once, each dtype the record claims the header's."""
+    from treekit.checkpoint._safetensors import bounded_json
+
     where = os.fspath(path)
-    try:
-        record = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError) as exc:  # (RecursionError: JSON nested past the parser's depth)
-        raise ValueError(f"{where}: damaged or unreadable treekit structure record ({exc})") from None
+    record = bounded_json(raw, f"{where}: damaged or unreadable treekit structure record")
     entries = record.get("nodes") if isinstance(record, dict) else None
     if tensors is None or not isinstance(entries, list):
         return record  # (_saved.rebuild says what else is wrong with it)

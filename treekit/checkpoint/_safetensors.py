@@ -18,6 +18,7 @@ import json
 import math
 import mmap as mapping
 import os
+import re
 import reprlib
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
@@ -202,6 +203,52 @@ def _kind(value: Any) -> str:
     return _KINDS.get(type(value), "an object")
 
 
+# A JSON string without brackets, or (the group) one with, in JSON whose escapes are blanked
+# out: findall gives b'' (one shared object) for each of the first kind and the string for each
+# of the second. (Single-character repeats only: Python's re keeps no stack for them, where
+# (?:[^"\\]|\\.)* takes memory for each character it repeats over.)
+_BRACKETED = re.compile(rb'"[^"{\[]*"|("[^"]*")')
+def bounded_json(raw: bytes, where: str, **hooks: Any) -> Any:
+    """``json.loads(raw)``, once the objects, arrays and strings in ``raw`` are known to cost at
+    most 16 times its size as Python dicts, lists and strs, so that refusing a hostile header
+    never takes more memory than that (a dict costs up to 232 bytes, ``{}`` in JSON 2). Valid
+    files cost less: a safetensors entry is 1 object, 2 arrays and 2 new strings in at least 51
+    bytes; an entry of treekit's record 1 object and a string in at least 22. Errors:
+    ``ValueError`` naming ``where``."""
+    # upper bounds first (brackets and quotes inside strings count too), exact counts if needed
+    objects, arrays, strings = raw.count(b"{"), raw.count(b"["), raw.count(b'"') // 2
+    if _cost(objects, arrays, strings) > _ROOM * len(raw):
+        blanked = raw.replace(b"\\\\", b"__").replace(b'\\"', b"__") if b"\\" in raw else raw
+        texts = _BRACKETED.findall(blanked)
+        del blanked
+        strings = len(texts)
+        for text in texts:
+            if text:
+                objects, arrays = objects - text.count(b"{"), arrays - text.count(b"[")
+        del texts
+        if _cost(objects, arrays, strings) > _ROOM * len(raw):
+            raise ValueError(
+                f"{where}: expected JSON that Python holds in at most {_MEMORY} times its size, got "
+                f"{objects:,} objects, {arrays:,} arrays and {strings:,} strings in {len(raw):,} bytes"
+            )
+    try:
+        return json.loads(raw.decode("utf-8"), **hooks)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{where}: expected UTF-8 JSON, got byte {raw[exc.start]:#04x} at {exc.start}") from None
+    except (ValueError, RecursionError) as exc:  # (RecursionError: nested past the parser's depth)
+        raise ValueError(f"{where}: expected JSON, got {type(exc).__name__}: {exc}") from None
+
+
+_MEMORY = 16  # bytes of memory a byte of JSON may take to parse: the bytes, their str, then
+_ROOM = _MEMORY - 2  # the values
+
+
+def _cost(objects: int, arrays: int, strings: int) -> int:
+    """Bytes the parsed values take at most: a dict 232, a list 72, a short str 64 (and a
+    pointer to each in its container); 4 KiB of slack for the smallest files."""
+    return 240 * objects + 80 * arrays + 72 * strings - 4096
+
+
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(pairs)
     if len(out) != len(pairs):
@@ -224,13 +271,7 @@ def _header(f: IO[bytes], p: str) -> Header:
             raise ValueError(f"{p}: expected a safetensors file (an 8-byte header length, then JSON), got {size} bytes")
         limit = f"{size - 8} (the file is {size} bytes)" if size - 8 < MAX_HEADER else f"{MAX_HEADER} (the limit)"
         raise ValueError(f"{p}: header length: expected at most {limit}, got {n} (not safetensors, or truncated?)")
-    raw = f.read(n)
-    try:
-        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=_pairs)
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{p}: header: expected UTF-8 JSON, got byte {raw[exc.start]:#04x} at {exc.start}") from None
-    except (ValueError, RecursionError) as exc:
-        raise ValueError(f"{p}: header: expected JSON, got {type(exc).__name__}: {exc}") from None
+    obj = bounded_json(f.read(n), f"{p}: header", object_pairs_hook=_pairs)
     if type(obj) is not dict:
         raise ValueError(f"{p}: header: expected a JSON object, got {_kind(obj)}")
     metadata = obj.pop("__metadata__", None)
