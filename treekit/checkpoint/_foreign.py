@@ -3,7 +3,6 @@ sharded ``model.safetensors.index.json`` read with its shards."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -43,12 +42,11 @@ def read_index(index: str | os.PathLike[str], mmap: bool) -> dict[str, Any]:
     where = os.fspath(index)
     if os.path.getsize(where) > _safetensors.MAX_HEADER:
         raise ValueError(f"{where}: expected an index of at most {_safetensors.MAX_HEADER} bytes, got more")
-    try:
-        with open(where, "rb") as f:
-            weight_map = json.loads(f.read().decode("utf-8"))["weight_map"]
-        assert isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())
-    except (ValueError, KeyError, TypeError, AssertionError, RecursionError):
-        raise ValueError(f"{where}: expected JSON with a \"weight_map\" of tensor names to file names") from None
+    with open(where, "rb") as f:
+        index = _safetensors.bounded_json(f.read(), where)  # (refused before parsing if it would take too much memory)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise ValueError(f"{where}: expected JSON with a \"weight_map\" of tensor names to file names")
     folder, out = os.path.dirname(os.path.abspath(where)), {}
     for shard in dict.fromkeys(weight_map.values()):
         if os.path.basename(shard) != shard:
