@@ -203,33 +203,41 @@ def _kind(value: Any) -> str:
     return _KINDS.get(type(value), "an object")
 
 
-# A JSON string without brackets, or (the group) one with, in JSON whose escapes are blanked
-# out: findall gives b'' (one shared object) for each of the first kind and the string for each
-# of the second. (Single-character repeats only: Python's re keeps no stack for them, where
-# (?:[^"\\]|\\.)* takes memory for each character it repeats over.)
+# In JSON whose escapes are blanked out (so that every quote delimits a string): a string without
+# brackets, or (the group) one with; findall gives b'' (one shared object) for each of the first
+# kind and the string for each of the second. And a string of one character. (Single-character
+# repeats only: Python's re keeps no stack for them, where (?:[^"\\]|\\.)* takes memory for
+# each character it repeats over.)
 _BRACKETED = re.compile(rb'"[^"{\[]*"|("[^"]*")')
+_ONE_CHARACTER = re.compile(rb'"[^"]"')
+
+
 def bounded_json(raw: bytes, where: str, **hooks: Any) -> Any:
-    """``json.loads(raw)``, once the objects, arrays and strings in ``raw`` are known to cost at
-    most 16 times its size as Python dicts, lists and strs, so that refusing a hostile header
-    never takes more memory than that (a dict costs up to 232 bytes, ``{}`` in JSON 2). Valid
-    files cost less: a safetensors entry is 1 object, 2 arrays and 2 new strings in at least 51
-    bytes; an entry of treekit's record 1 object and a string in at least 22. Errors:
-    ``ValueError`` naming ``where``."""
-    # upper bounds first (brackets and quotes inside strings count too), exact counts if needed
-    objects, arrays, strings = raw.count(b"{"), raw.count(b"["), raw.count(b'"') // 2
-    if _cost(objects, arrays, strings) > _ROOM * len(raw):
+    """``json.loads(raw)``, unless what parsing it would certainly allocate is more than
+    :data:`_ROOM` times its size: a dict for each object (64 bytes at least), a list for each
+    array (56), an entry for each key (32), a str for each string value of two characters or
+    more (56). So a hostile header of empty objects or arrays, or of short strings, is refused
+    in memory of about its size. Valid files are far below: a safetensors entry certainly
+    allocates 6 times its JSON, an entry of treekit's record 8.5 times. (Not bounded: an object
+    of many short unique keys with tiny values, about 24 times.) Errors: ``ValueError`` naming
+    ``where``."""
+    # upper bounds first (brackets, quotes and colons inside strings count too), exact counts if needed
+    objects, arrays, keys, strings = raw.count(b"{"), raw.count(b"["), raw.count(b'":'), raw.count(b'"') // 2
+    if _least(objects, arrays, keys, strings) > _ROOM * len(raw):
         blanked = raw.replace(b"\\\\", b"__").replace(b'\\"', b"__") if b"\\" in raw else raw
         texts = _BRACKETED.findall(blanked)
-        del blanked
         strings = len(texts)
         for text in texts:
             if text:
                 objects, arrays = objects - text.count(b"{"), arrays - text.count(b"[")
         del texts
-        if _cost(objects, arrays, strings) > _ROOM * len(raw):
+        keys = blanked.count(b'":') + blanked.count(b'" :')
+        strings -= keys + blanked.count(b'""') + _ONE_CHARACTER.subn(b"", blanked)[1]
+        del blanked
+        if _least(objects, arrays, keys, strings) > _ROOM * len(raw):
             raise ValueError(
-                f"{where}: expected JSON that Python holds in at most {_MEMORY} times its size, got "
-                f"{objects:,} objects, {arrays:,} arrays and {strings:,} strings in {len(raw):,} bytes"
+                f"{where}: expected JSON that Python holds in at most {_ROOM} times its size, got {objects:,} "
+                f"objects, {arrays:,} arrays, {keys:,} keys and {max(strings, 0):,} strings in {len(raw):,} bytes"
             )
     try:
         return json.loads(raw.decode("utf-8"), **hooks)
@@ -239,14 +247,12 @@ def bounded_json(raw: bytes, where: str, **hooks: Any) -> Any:
         raise ValueError(f"{where}: expected JSON, got {type(exc).__name__}: {exc}") from None
 
 
-_MEMORY = 16  # bytes of memory a byte of JSON may take to parse: the bytes, their str, then
-_ROOM = _MEMORY - 2  # the values
+_ROOM = 14  # bytes of Python objects a byte of JSON may certainly become (besides the bytes and their str)
 
 
-def _cost(objects: int, arrays: int, strings: int) -> int:
-    """Bytes the parsed values take at most: a dict 232, a list 72, a short str 64 (and a
-    pointer to each in its container); 4 KiB of slack for the smallest files."""
-    return 240 * objects + 80 * arrays + 72 * strings - 4096
+def _least(objects: int, arrays: int, keys: int, strings: int) -> int:
+    """Bytes the parsed values take at least (4 KiB of slack for the smallest files)."""
+    return 64 * objects + 56 * arrays + 32 * keys + 56 * max(strings, 0) - 4096
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
