@@ -81,7 +81,7 @@ _OPTIONAL = {
     "transformers",
     "tree",
 }
-_IMPORTS = re.compile(r"^\s*(?:import|from)\s+(\w+)", re.M)
+_IMPORTS = re.compile(r"^\s*(?:from\s+(\w+)|import\s+([\w., ]+))", re.M)  # from X ... | import X as x, Y
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -89,7 +89,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     for item in items:
         if isinstance(item, DoctestItem) and item.dtest is not None:
-            names = {m for example in item.dtest.examples for m in _IMPORTS.findall(example.source)}
+            names = set()
+            for example in item.dtest.examples:
+                for source, listed in _IMPORTS.findall(example.source):
+                    names |= {source} if source else {part.split()[0].split(".")[0] for part in listed.split(",")}
             missing = sorted(m for m in names & _OPTIONAL if importlib.util.find_spec(m) is None)
             if missing:
                 item.add_marker(pytest.mark.skip(reason=f"the example imports {', '.join(missing)}, not installed"))

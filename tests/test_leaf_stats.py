@@ -45,7 +45,7 @@ def reference(x: np.ndarray) -> tuple[int, float, float, float, float, int, int]
     x = x.ravel()
     nan = np.isnan(x)
     nans, infs = int(nan.sum()), int((np.isinf(x) & ~nan).sum())
-    finite = (np.abs(x) if x.dtype.kind == "c" else x)[np.isfinite(x)].astype(np.float64)
+    finite = (np.abs(x.astype(np.complex128)) if x.dtype.kind == "c" else x)[np.isfinite(x)].astype(np.float64)
     if not finite.size:
         return 0, math.nan, math.nan, math.nan, math.nan, nans, infs
     return finite.size, finite.mean(), finite.std(), finite.min(), finite.max(), nans, infs
@@ -100,7 +100,27 @@ def as_real(x: np.ndarray) -> np.ndarray:
     """float64 values with ``reference``'s statistics: complex entries as magnitudes, NaN or inf."""
     if x.dtype.kind != "c":
         return x.astype(np.float64)
-    return np.where(np.isnan(x), np.nan, np.where(np.isinf(x), np.inf, np.abs(x)))
+    return np.where(np.isnan(x), np.nan, np.where(np.isinf(x), np.inf, np.abs(x.astype(np.complex128))))
+
+
+@pytest.mark.parametrize("device", [False, True], ids=["host", "device"])
+def test_extremes_that_float32_cannot_hold_or_square_keep_their_values(device: bool) -> None:
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    wrap = jnp.asarray if device else np.asarray
+    with on_device():
+        big, ints, bools = leaf_stats(
+            [
+                wrap(np.array([1e20, -1e20, 3.0], np.float32)),
+                wrap(np.array([2**31 - 1, 2**31 - 3], np.int32)),
+                wrap(np.array([True, False, True])),
+            ]
+        )
+        (huge,) = leaf_stats([np.array([3e38 + 3e38j], np.complex64)])  # (numpy's: the host)
+    assert big is not None and math.isfinite(big.std) and abs(big.std / 8.16496580927726e19 - 1) < 1e-5
+    assert ints is not None and (ints.low, ints.high) == (2**31 - 3, 2**31 - 1)  # (float32 would round both)
+    assert bools is not None and (bools.finite, bools.low, bools.high, bools.mean) == (3, 0.0, 1.0, 2 / 3)
+    assert huge is not None and huge.infs == 0 and abs(huge.high / (3e38 * math.sqrt(2)) - 1) < 1e-6
 
 
 @on_device()

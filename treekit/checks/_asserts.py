@@ -52,8 +52,9 @@ def assert_tree_all_finite(tree: Any, *, is_leaf: IsLeaf | None = None) -> None:
 
     Raises:
         AssertionError: Listing every leaf holding NaN or inf.
-        TypeError: If an array has no values to read (a tracer under ``jit``, a
-            ``ShapeDtypeStruct``, a deleted array), naming each.
+        TypeError: If an array has no values to read here (a tracer under ``jit``, a
+            ``ShapeDtypeStruct``, a deleted array, an array other processes hold part of),
+            naming each.
     """
     __tracebackhide__ = True
     lines: dict[int, str] = {}
@@ -70,7 +71,8 @@ def assert_tree_all_finite(tree: Any, *, is_leaf: IsLeaf | None = None) -> None:
     unread = []
     for i, stats in zip(arrays, leaf_stats([leaves[i] for i in arrays])):
         if stats is None:
-            got = f"{describe_leaf(leaves[i])} with no values to read (a tracer, an abstract or a deleted array)"
+            why = "a tracer, an abstract or deleted array, or one other processes hold part of"
+            got = f"{describe_leaf(leaves[i])} with no values to read here ({why})"
             unread.append(format_message("tree", paths[i], "an array of values", got, None, None))
         elif stats.nans + stats.infs:
             parts = [f"{stats.nans} NaN"] if stats.nans else []

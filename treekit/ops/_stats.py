@@ -30,6 +30,7 @@ __all__ = ["Stats", "leaf_stats", "merge_stats"]
 _BLOCK = 1 << 18  # entries a host pass reads at a time (2 MiB of float64: in cache, 2x faster than 8)
 _RUN = 64  # leaves one compiled program reduces at most
 _CALLS = 16  # calls a kind of leaf (a shape, dtype and sharding) is read in, where _RUN allows
+_CALL_BYTES = 1 << 28  # bytes of leaves a call reduces at most (XLA may take scratch memory for each)
 _IN_PLACE = frozenset({"cpu"})  # jax platforms whose arrays numpy reads in place: read on the host
 
 
@@ -136,7 +137,7 @@ def _host_stats(x: Any) -> Stats | None:
             nans, infs = int(np.count_nonzero(nan)), int(np.count_nonzero(inf & ~nan))
             if nans or infs:
                 block = block[~(nan | inf)]
-        block = (np.abs(block) if block.dtype.kind == "c" else block).astype(np.float64)
+        block = np.abs(block.astype(np.complex128)) if block.dtype.kind == "c" else block.astype(np.float64)
         if block.size:
             total = float(block.sum())
             deviations = block - total / block.size
@@ -160,6 +161,8 @@ def _device_stats(leaves: Sequence[Any], runs: list[list[int]], out: list[Stats 
         # missing leaves are the first one again, their results dropped. (A program's compile
         # time grows with its leaves, 0.1-0.6 s a leaf on a TPU, a call costs ~0.2 ms there.)
         size = min(_RUN, 1 << max(0, math.ceil(len(run) / _CALLS) - 1).bit_length())
+        while size > 1 and size * leaves[run[0]].nbytes > _CALL_BYTES:
+            size //= 2
         for start in range(0, len(run), size):
             chunk = run[start : start + size]
             arrays = [leaves[k] for k in chunk] + [leaves[run[0]]] * (size - len(chunk))
@@ -169,38 +172,54 @@ def _device_stats(leaves: Sequence[Any], runs: list[list[int]], out: list[Stats 
                 for k in chunk:
                     out[k] = _host_stats(leaves[k])
     fetched = jax.device_get([outputs for _, outputs in pending])
-    for (chunk, _), (floats, counts) in zip(pending, fetched):
-        for k, (total, m2, low, high), (nans, infs) in zip(chunk, floats.tolist(), counts.tolist()):
+    for (chunk, _), (floats, counts, extremes) in zip(pending, fetched):
+        rows = zip(chunk, floats.tolist(), counts.tolist(), extremes.tolist())
+        for k, (total, m2, scale), (nans, infs), (low, high) in rows:
+            nans, infs = int(nans), int(infs)
             count = leaves[k].size - nans - infs
-            stats = Stats(count, total, m2, low, high, nans, infs)
-            out[k] = stats if count else _NONE_FINITE._replace(nans=nans, infs=infs)
+            if not count:
+                out[k] = _NONE_FINITE._replace(nans=nans, infs=infs)
+                continue
+            out[k] = Stats(count, total * scale, m2 * scale * scale, float(low), float(high), nans, infs)
 
 
 @functools.cache
 def _kernel() -> Any:
-    """The compiled reduction: a list of arrays of one shape and dtype to ``(floats, counts)``,
-    a row per array: ``[sum, sum((x - mean)**2), min, max]`` over the finite entries
-    (magnitudes for complex), and ``[NaN count, inf count]`` (int32: leaves under 2**31
-    entries). Two passes over each array, the second from the mean, so that the spread of
-    entries far from zero is exact where the one-pass E[x^2] - E[x]^2 would cancel."""
+    """The compiled reduction: a list of arrays of one shape and dtype to ``(floats, counts,
+    extremes)``, a row per array. Over the finite entries (magnitudes for complex), divided by
+    ``scale`` (their largest magnitude, so that no sum of squares overflows float32):
+    ``floats`` is ``[sum, sum((x - mean)**2), scale]``; ``counts`` ``[NaN count, inf count]``
+    (int32, or float32 for leaves of 2**31 entries or more); ``extremes`` ``[min, max]`` in the
+    entries' own dtype (ints and bfloat16 exactly). Two passes over each array, the second from
+    the mean, so that the spread of entries far from zero is exact where the one-pass
+    E[x^2] - E[x]^2 would cancel."""
     import jax
     import jax.numpy as jnp
 
-    def reduce(xs: list[Any]) -> tuple[Any, Any]:
-        floats, counts = [], []
+    def reduce(xs: list[Any]) -> tuple[Any, Any, Any]:
+        floats, counts, extremes = [], [], []
         for x in xs:
             nan = jnp.isnan(x)  # (a complex entry with a NaN part is NaN)
             inf = jnp.isinf(x) & ~nan
             finite = ~(nan | inf)
-            x = jnp.abs(x) if jnp.iscomplexobj(x) else x
-            x = x.astype(jnp.float64 if x.dtype == jnp.float64 else jnp.float32)
-            count = finite.sum(dtype=jnp.int32)
-            total = jnp.where(finite, x, 0).sum()
-            mean = total / jnp.maximum(count, 1).astype(x.dtype)
-            d = jnp.where(finite, x - mean, 0)
-            low, high = jnp.where(finite, x, jnp.inf).min(), jnp.where(finite, x, -jnp.inf).max()
-            floats.append(jnp.stack([total, (d * d).sum(), low, high]))
-            counts.append(jnp.stack([nan.sum(dtype=jnp.int32), inf.sum(dtype=jnp.int32)]))
-        return jnp.stack(floats), jnp.stack(counts)
+            v = jnp.abs(x) if jnp.iscomplexobj(x) else x
+            if jnp.issubdtype(v.dtype, jnp.floating):
+                low, high = jnp.where(finite, v, jnp.inf).min(), jnp.where(finite, v, -jnp.inf).max()
+            else:  # (bool and ints: every entry finite)
+                low, high = v.min(), v.max()
+            # float64 where jax has it (x64 on) and the entries are 64-bit, else float32
+            wide = jax.dtypes.canonicalize_dtype(jnp.float64) if v.dtype.itemsize == 8 else jnp.float32
+            f = v.astype(wide)
+            scale = jnp.maximum(jnp.abs(low.astype(wide)), jnp.abs(high.astype(wide)))
+            scale = jnp.where(jnp.isfinite(scale) & (scale > 0), scale, 1)
+            y = jnp.where(finite, f / scale, 0)
+            total = y.sum()
+            mean = total / jnp.maximum(finite.sum(dtype=wide), 1)
+            d = jnp.where(finite, y - mean, 0)
+            floats.append(jnp.stack([total, (d * d).sum(), scale]))
+            tally = jnp.int32 if x.size < 2**31 else jnp.float32
+            counts.append(jnp.stack([nan.sum(dtype=tally), inf.sum(dtype=tally)]))
+            extremes.append(jnp.stack([low, high]))
+        return jnp.stack(floats), jnp.stack(counts), jnp.stack(extremes)
 
     return jax.jit(reduce)
