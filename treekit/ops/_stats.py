@@ -6,9 +6,9 @@ are no numbers to read (not an array, a dtype that holds no numbers, a tracer, a
 an array that other processes hold part of). :func:`merge_stats` adds them up for subtotals.
 
 jax arrays on an accelerator are reduced on their devices: one compiled program for each kind
-of leaf (a shape, dtype and sharding), called on up to 64 leaves at a time (a sharded array
-reduces on each of its devices and XLA combines the parts), and every result comes back in one
-transfer, six numbers a leaf. jax keeps the programs by those shapes, so a second call on the
+of leaf (a shape, dtype and sharding), called on up to 64 leaves and 256 MiB at a time (a
+sharded array reduces on each of its devices and XLA combines the parts), and every result
+comes back in one transfer, seven numbers a leaf. jax keeps the programs by those shapes, so a second call on the
 same tree, or on another tree of the same shapes (an optimizer's moments beside the params),
 compiles nothing. Other arrays (numpy's, and jax's on the CPU, which numpy reads in place) are
 read on the host one leaf at a time, in float64 and in blocks, so memory stays bounded: on a CPU
