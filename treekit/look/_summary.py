@@ -288,7 +288,7 @@ def summary(
             ``None`` (default) lists every leaf.
         stats: Add the value statistics columns (they read every array's values: numpy
             arrays on the host, jax arrays on an accelerator in a compiled reduction there,
-            six numbers a leaf brought back (see :doc:`accelerators`); abstract ones show ``-``).
+            seven numbers a leaf brought back (see :doc:`accelerators`); abstract ones show ``-``).
         shardings: A tree of ``NamedSharding``, ``PartitionSpec`` and ``None`` (replicated),
             with ``tree``'s structure or a prefix of it (as :func:`treekit.sharding.shardings`
             or :func:`treekit.sharding.match_rules` give); overrides the arrays' own shardings.
