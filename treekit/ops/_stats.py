@@ -122,15 +122,21 @@ def _host_stats(x: Any) -> Stats | None:
     import numpy as np
 
     try:
-        flat = np.asarray(x).reshape(-1)
+        values = np.asarray(x)
     except Exception:  # an abstract value: no numbers to read
         return None
-    if not _numeric(flat.dtype):  # (numpy wraps what it cannot read, a ShapeDtypeStruct, as an object)
+    if not _numeric(values.dtype):  # (numpy wraps what it cannot read, a ShapeDtypeStruct, as an object)
         return None
-    exact = flat.dtype.kind in "biu"  # (no NaN or inf to look for)
+    exact = values.dtype.kind in "biu"  # (no NaN or inf to look for)
+    if values.flags.c_contiguous:
+        flat = values.reshape(-1)
+        blocks: Iterable[Any] = (flat[start : start + _BLOCK] for start in range(0, flat.size, _BLOCK))
+    else:  # (a view with other strides: read through a buffer of one block, never copied whole)
+        blocks = np.nditer(
+            values, flags=["external_loop", "buffered", "zerosize_ok", "refs_ok"], buffersize=_BLOCK, order="K"
+        )
     parts = []
-    for start in range(0, flat.size, _BLOCK):
-        block = flat[start : start + _BLOCK]
+    for block in blocks:  # (nditer's block is its buffer: used up before the next)
         nans = infs = 0
         if not exact:
             nan, inf = np.isnan(block), np.isinf(block)  # (a complex entry with a NaN part is NaN)
