@@ -8,6 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from treekit.checkpoint._json import bounded_json
+
 __all__ = ["read_index", "rename_rules", "renamed"]
 
 
@@ -43,7 +45,7 @@ def read_index(index: str | os.PathLike[str], mmap: bool) -> dict[str, Any]:
     if os.path.getsize(where) > _safetensors.MAX_HEADER:
         raise ValueError(f"{where}: expected an index of at most {_safetensors.MAX_HEADER} bytes, got more")
     with open(where, "rb") as f:
-        index = _safetensors.bounded_json(f.read(), where)  # (refused before parsing if it would take too much memory)
+        index = bounded_json(f.read(), where)  # (refused before parsing if it would take too much memory)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise ValueError(f"{where}: expected JSON with a \"weight_map\" of tensor names to file names")

@@ -154,7 +154,7 @@ def _parse(
 ) -> Any:
     """The structure record; with the header's ``tensors`` by name (``dtype(tensor)``: its dtype's
     name), checked to agree with them: each named once, each dtype the record claims the header's."""
-    from treekit.checkpoint._safetensors import bounded_json
+    from treekit.checkpoint._json import bounded_json
 
     where = os.fspath(path)
     record = bounded_json(raw, f"{where}: damaged or unreadable treekit structure record")
