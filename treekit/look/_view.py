@@ -95,24 +95,15 @@ def leaf_lines(leaves: list[Any], layouts: list[Any]) -> list[str]:
 
 
 def _small_values(leaves: list[Any]) -> list[Any]:
-    """The entries of each leaf (a numpy array), all read in one transfer; ``None`` where a leaf
-    has no values to read (an abstract array)."""
+    """The entries of each leaf as a numpy array (leaves with values to read: their statistics
+    were read), the jax arrays' fetched in one transfer."""
     import numpy as np
 
     from treekit.ops import loaded_jax
 
     jax = loaded_jax()
-    out: list[Any] = [None] * len(leaves)
-    placed = []  # the jax arrays: fetched together
-    for k, x in enumerate(leaves):
-        if jax is not None and isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
-            if not x.is_deleted() and x.is_fully_addressable:
-                placed.append(k)
-            continue
-        try:
-            out[k] = np.asarray(x)
-        except Exception:  # (an abstract array: no values)
-            pass
+    placed = [k for k, x in enumerate(leaves) if jax is not None and isinstance(x, jax.Array)]
+    out = [None if jax is not None and isinstance(x, jax.Array) else np.asarray(x) for x in leaves]
     if placed:
         assert jax is not None
         for k, value in zip(placed, jax.device_get([leaves[k] for k in placed])):
