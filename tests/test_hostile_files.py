@@ -10,11 +10,14 @@ import re
 import struct
 import subprocess
 import sys
+import tracemalloc
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 np = pytest.importorskip("numpy")
 resource = pytest.importorskip("resource")
@@ -147,11 +150,11 @@ def test_a_deeply_nested_header_or_index_is_a_value_error(tmp_path: Path) -> Non
     head = b'{"__metadata__": {"x": ' + deep + b"}}"
     head += b" " * (-len(head) % 8)
     path.write_bytes(len(head).to_bytes(8, "little") + head)
-    with pytest.raises(ValueError, match="header"):
-        treekit.load(path)
+    with pytest.raises(ValueError, match=r"__metadata__\['x'\]: expected a string, got an array"):
+        treekit.load(path)  # (refused where the nesting starts)
     index = tmp_path / "model.safetensors.index.json"
     index.write_bytes(b'{"weight_map": ' + deep + b"}")  # (refused before parsing: too many arrays)
-    with pytest.raises(ValueError, match="at most 14 times its size, got 1 objects, 100,000 arrays"):
+    with pytest.raises(ValueError, match="at most 12 times its size, got 1 objects, 100,000 arrays"):
         treekit.load(index)
     padded = b'{"pad": "' + b"x" * 1_000_000 + b'", "weight_map": ' + deep + b"}"
     index.write_bytes(padded)  # (as deep, in a file big enough to hold it: past any parser's depth)
@@ -228,12 +231,23 @@ def _header_file(path: Path, body: bytes) -> Path:
     return path
 
 
-HEADERS = {  # 8 MB headers of empty objects and arrays: 28 times their size as Python lists and dicts
-    "tiny objects": lambda n: b'{"x": [' + b",".join([b"{}"] * (n // 3)) + b"]}",
-    "tiny arrays": lambda n: b'{"x": [' + b",".join([b"[]"] * (n // 3)) + b"]}",
-    "a record of them": lambda n: json.dumps(
-        {"__metadata__": {"__treekit__": "[" + ",".join(["[]"] * (n // 3)) + "]"}}
-    ).encode(),
+def _record(json_text: str) -> bytes:
+    return json.dumps({"__metadata__": {"__treekit__": json_text}}).encode()
+
+
+HEADERS = {  # 8 MB headers of what takes Python 10 to 30 times its size, and the most it may take
+    "tiny objects": (lambda n: b'{"x": [' + b",".join([b"{}"] * (n // 3)) + b"]}", 4),
+    "tiny arrays": (lambda n: b'{"x": [' + b",".join([b"[]"] * (n // 3)) + b"]}", 4),
+    "short strings": (lambda n: b'{"x": [' + b",".join([b'"ab"'] * (n // 5)) + b"]}", 4),
+    "keys in an entry": (lambda n: json.dumps({"x": {f"{i:x}": 0 for i in range(n // 8)}}).encode(), 4),
+    "a record of empty arrays": (lambda n: _record("[" + ",".join(["[]"] * (n // 3)) + "]"), 4),
+    "a record of small objects": (lambda n: _record("[" + ",".join(['{"a":0}'] * (n // 10)) + "]"), 4),
+    "a record of one-item arrays": (lambda n: _record("[" + ",".join(["[0]"] * (n // 4)) + "]"), 4),
+    # the worst a header may be: valid, its metadata short strings, refused once it takes 8 times its size
+    "metadata of short strings": (
+        lambda n: json.dumps({"__metadata__": {f"{i:x}": "ab" for i in range(n // 14)}}).encode(),
+        12,
+    ),
 }
 
 PEAK = """
@@ -255,13 +269,14 @@ print('rise', peak() - before)
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/status")
 @pytest.mark.parametrize("kind", HEADERS)
-def test_a_header_of_empty_objects_or_arrays_is_refused_in_memory_of_its_size(tmp_path: Path, kind: str) -> None:
-    path = _header_file(tmp_path / "h.safetensors", HEADERS[kind](8 << 20))
+def test_a_header_that_would_take_many_times_its_size_is_refused_in_a_few(tmp_path: Path, kind: str) -> None:
+    make, most = HEADERS[kind]
+    path = _header_file(tmp_path / "h.safetensors", make(8 << 20))
     out = subprocess.run([sys.executable, "-c", PEAK, str(path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "ValueError" in out.stdout, out.stdout + out.stderr[-2000:]
     rise = int(out.stdout.split("rise ")[1])
-    # refused before parsing: the bytes, a copy or two of them, and a few MB of the interpreter's own
-    assert rise <= 4 * path.stat().st_size + (8 << 20), (kind, rise / path.stat().st_size)
+    # the bytes, their text, what the scanner kept, and a few MB of the interpreter's own
+    assert rise <= most * path.stat().st_size + (8 << 20), (kind, rise / path.stat().st_size)
 
 
 @pytest.mark.parametrize(
@@ -276,3 +291,28 @@ def test_trees_of_many_small_nodes_are_never_refused(tmp_path: Path, tree: Any, 
     path = tmp_path / f"t{suffix}"
     treekit.save(path, tree)
     assert treekit.load(path) == tree
+
+
+_SCALARS = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | st.text(max_size=5)
+_JSON = st.recursive(
+    _SCALARS, lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=4), inner, max_size=6)
+)
+
+
+@given(st.lists(_JSON, min_size=1, max_size=20), st.sampled_from([(",", ":"), (", ", ": ")]), st.booleans())
+def test_what_json_is_counted_to_take_it_takes_at_least(values: list[Any], separators: Any, ascii: bool) -> None:
+    # the bound refuses only JSON that certainly takes more: the count never exceeds what json.loads allocates
+    from treekit.checkpoint._json import _counts, _least
+
+    raw = json.dumps(values * 300, separators=separators, ensure_ascii=ascii, allow_nan=True).encode()
+    least = _least(*_counts(raw.replace(b"\\\\", b"__").replace(b'\\"', b"__")))
+    text = raw.decode()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        parsed = json.loads(text)
+        taken = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(parsed) == len(values) * 300
+    assert least <= taken

@@ -7,6 +7,7 @@ import json
 import mmap as mapping
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tracemalloc
@@ -386,19 +387,23 @@ HOSTILE: list[tuple[str, Any, str]] = [
     ("not-json", lambda p: _raw(p, b"{'w': 1}"),
      "header: expected JSON, got JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2"),
     ("empty-json", lambda p: _raw(p, b"        "), "header: expected JSON, got JSONDecodeError: Expecting value"),
-    (
-        "deep-json",
-        # (deeper than any Python's parser goes; the padding keeps it under the bound before parsing)
-        lambda p: _raw(p, b'{"pad": "' + b"x" * 1_000_000 + b'", "d": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
-        "header: expected JSON, got RecursionError",
-    ),
-    (  # as Python objects, [] takes 40 times its 2 bytes: refused before parsing
-        "many-arrays",
-        lambda p: _raw(p, b"[" * 100_000 + b"]" * 100_000),
-        "header: expected JSON that Python holds in at most 14 times its size, got 0 objects, 100,000 arrays",
-    ),
+    # nesting and floods are refused where they start, never parsed (no recursion, no memory)
+    ("deep-json", lambda p: _raw(p, b'{"d": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+     "tensor 'd': expected an object with keys ['data_offsets', 'dtype', 'shape'], got an array"),
+    ("deep-in-entry", lambda p: _raw(p, b'{"w": {"shape": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"),
+     "tensor 'w': shape: expected a list of at most 64 integers >= 0, got an array holding an array"),
+    ("many-arrays", lambda p: _raw(p, b"[" * 100_000 + b"]" * 100_000), "header: expected a JSON object, got an array"),
+    ("long-dims", lambda p: _raw(p, {"w": _entry(shape=[1] * 100_000)}, D24),
+     "tensor 'w': shape: expected a list of at most 64 integers >= 0, got an array of more than 65 values"),
+    ("many-keys", lambda p: _raw(p, {"w": {f"k{i}": 0 for i in range(100_000)}}, D24),
+     "tensor 'w': expected an object with keys ['data_offsets', 'dtype', 'shape'], got keys ['k0', 'k1', 'k2',"),
+    ("long-number", lambda p: _raw(p, b'{"w": {"shape": [' + b"9" * 100_000 + b"]}}"),
+     "tensor 'w': expected an object with keys ['data_offsets', 'dtype', 'shape'], got keys ['shape']"),
+    ("trailing-json", lambda p: _raw(p, b'{} {}'), "header: expected JSON, got JSONDecodeError: Extra data"),
+    ("unquoted-value", lambda p: _raw(p, b'{"w": {"dtype": F32}}'),
+     "header: expected JSON, got JSONDecodeError: Expecting value"),
     ("json-array", lambda p: _raw(p, []), "header: expected a JSON object, got an array"),
-    ("duplicate-key", lambda p: _raw(p, b'{"w": 1, "w": 2}'),
+    ("duplicate-key", lambda p: _raw(p, b'{"w": %s, "w": %s}' % ((json.dumps(_entry()).encode(),) * 2), D24),
      "header: expected JSON, got ValueError: key 'w' appears twice in one object"),
     ("entry-not-object", lambda p: _raw(p, {"w": [1, 2]}),
      "tensor 'w': expected an object with keys ['data_offsets', 'dtype', 'shape'], got an array"),
@@ -502,3 +507,90 @@ def test_code_in_a_header_never_runs(tmp_path: Path) -> None:
 def test_import_is_numpy_free() -> None:
     code = "import sys, treekit.checkpoint._safetensors; assert 'numpy' not in sys.modules, 'numpy imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- the header scanner against json.loads ----------------------------------------------------
+def _json_reading(blob: bytes, data_size: int) -> Any:
+    """What a header means read by json.loads and the format's rules: (tensors, metadata) or None."""
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len({k for k, _ in items}) != len(items):
+            raise ValueError("a key twice")
+        return dict(items)
+
+    try:
+        obj = json.loads(blob.decode("utf-8"), object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    if type(obj) is not dict:
+        return None
+    metadata = obj.pop("__metadata__", None) or {}
+    if type(metadata) is not dict or any(type(v) is not str for v in metadata.values()):
+        return None
+    regions = []
+    for name, info in obj.items():
+        if type(info) is not dict or sorted(info) != ["data_offsets", "dtype", "shape"]:
+            return None
+        code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if code not in sf.CODES or type(shape) is not list or len(shape) > 64:
+            return None
+        if any(type(d) is not int or d < 0 for d in shape) or np.prod([d or 1 for d in shape], dtype=object) >= 2**63:
+            return None
+        if type(offsets) is not list or len(offsets) != 2 or any(type(o) is not int for o in offsets):
+            return None
+        begin, end = offsets
+        if not 0 <= begin <= end <= data_size or end - begin != np.prod(shape, dtype=object) * sf.CODES[code][1]:
+            return None
+        regions.append((begin, end, name, code, tuple(shape)))
+    regions.sort()
+    at = 0
+    for begin, end, *_ in regions:
+        if begin != at:
+            return None
+        at = end
+    if at != data_size:
+        return None
+    return {name: (code, shape, b, e) for b, e, name, code, shape in regions}, metadata
+
+
+def _header_text(draw: Any) -> tuple[bytes, int]:
+    """A header as some writer might lay it out (key orders, spacing, escapes), maybe damaged."""
+    names = draw(st.lists(st.text(max_size=6), max_size=4, unique=True))
+    entries: dict[str, Any] = {}
+    at = 0
+    for name in names:
+        code = draw(st.sampled_from(["F32", "U8", "BF16", "F64"]))
+        shape = draw(st.lists(st.integers(0, 3), max_size=3))
+        size = int(np.prod(shape, dtype=np.int64)) * sf.CODES[code][1]
+        keys = draw(st.permutations(["dtype", "shape", "data_offsets"]))
+        entries[name] = {k: {"dtype": code, "shape": shape, "data_offsets": [at, at + size]}[k] for k in keys}
+        at += size
+    if draw(st.booleans()):
+        entries["__metadata__"] = draw(st.dictionaries(st.text(max_size=4), st.text(max_size=8), max_size=3))
+    order = draw(st.permutations(list(entries)))
+    space = draw(st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :\t")]))
+    blob = json.dumps({k: entries[k] for k in order}, separators=space, ensure_ascii=draw(st.booleans())).encode()
+    for _ in range(draw(st.integers(0, 2))):  # damage: a byte dropped, doubled or replaced
+        if not blob:
+            break
+        i = draw(st.integers(0, len(blob) - 1))
+        how = draw(st.sampled_from(["drop", "double", "replace"]))
+        new = draw(st.sampled_from(list(b'{}[]",:0-1. e\\\x01')))
+        blob = blob[:i] + {"drop": b"", "double": blob[i : i + 1] * 2, "replace": bytes([new])}[how] + blob[i + 1 :]
+    data_size = at + draw(st.sampled_from([0, 0, 0, 1]))
+    return blob, data_size
+
+
+@given(st.data())
+def test_the_header_scanner_reads_what_json_loads_reads(tmp_path_factory: pytest.TempPathFactory, data: Any) -> None:
+    blob, data_size = _header_text(data.draw)
+    path = _raw(tmp_path_factory.mktemp("h") / "h.safetensors", blob, bytes(data_size))
+    want = _json_reading(blob, data_size)
+    if want is None:
+        with pytest.raises(ValueError, match=f"^{re.escape(str(path))}: "):
+            sf.read_header(path)
+        return
+    header = sf.read_header(path)
+    tensors, metadata = want
+    assert header.metadata == metadata
+    start = 8 + len(blob)
+    assert {k: (t.dtype, t.shape, t.begin - start, t.end - start) for k, t in header.tensors.items()} == tensors

@@ -39,11 +39,11 @@ def renamed(name: str, rules: list[tuple[re.Pattern[str], str]]) -> str:
 
 def read_index(index: str | os.PathLike[str], mmap: bool) -> dict[str, Any]:
     """The tensors of a Hugging Face ``model.safetensors.index.json`` and its shard files, by name."""
-    from treekit.checkpoint import _safetensors
+    from treekit.checkpoint import _header, _safetensors
 
     where = os.fspath(index)
-    if os.path.getsize(where) > _safetensors.MAX_HEADER:
-        raise ValueError(f"{where}: expected an index of at most {_safetensors.MAX_HEADER} bytes, got more")
+    if os.path.getsize(where) > _header.MAX_HEADER:
+        raise ValueError(f"{where}: expected an index of at most {_header.MAX_HEADER} bytes, got more")
     with open(where, "rb") as f:
         index = bounded_json(f.read(), where)  # (refused before parsing if it would take too much memory)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None

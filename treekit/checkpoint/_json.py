@@ -1,7 +1,7 @@
 """JSON from files, parsed in bounded memory: :func:`bounded_json` refuses, before parsing, JSON
-whose objects, arrays, keys and strings would certainly take Python more than 14 times its size
-(a header of empty objects, say: 28 times as dicts). Used for safetensors headers, treekit's
-structure records and Hugging Face's index files."""
+whose objects, arrays, strings and numbers would certainly take Python more than 12 times its
+size (a file of one-member objects, say: 24 times as dicts). Used for treekit's structure records
+and Hugging Face's index files; safetensors headers have a scanner of their own (``_header.py``)."""
 
 from __future__ import annotations
 
@@ -11,54 +11,84 @@ from typing import Any
 
 __all__ = ["bounded_json"]
 
+_ROOM = 12  # bytes of Python objects a byte of JSON may certainly become (besides the bytes and their str)
+# In JSON whose escapes are blanked out (so that every quote delimits a string), matched from an
+# opening quote on: a string of two characters or more (removed), or a shorter one (kept).
+# (Single-character repeats only: Python's re keeps no stack for them.)
+_STRINGS = re.compile(rb'"[^"]{2,}"|("[^"]?")')
+_SHORT = re.compile(rb'"[^"]?"')
+_SPACE = re.compile(rb"[ \t\n\r]+")
+_BIG_INT = re.compile(rb"(?<![0-9.eE+-])-?[0-9]{4,}(?![0-9.eE])")  # (ints past 256 are objects of their own)
 
-# In JSON whose escapes are blanked out (so that every quote delimits a string): a string without
-# brackets, or (the group) one with; findall gives b'' (one shared object) for each of the first
-# kind and the string for each of the second. And a string of one character. (Single-character
-# repeats only: Python's re keeps no stack for them, where (?:[^"\\]|\\.)* takes memory for
-# each character it repeats over.)
-_BRACKETED = re.compile(rb'"[^"{\[]*"|("[^"]*")')
-_ONE_CHARACTER = re.compile(rb'"[^"]"')
 
-
-def bounded_json(raw: bytes, where: str, **hooks: Any) -> Any:
+def bounded_json(raw: bytes, where: str) -> Any:
     """``json.loads(raw)``, unless what parsing it would certainly allocate is more than
-    :data:`_ROOM` times its size: a dict for each object (64 bytes at least), a list for each
-    array (56), an entry for each key (32), a str for each string value of two characters or
-    more (56). So a hostile header of empty objects or arrays, or of short strings, is refused
-    in memory of about its size. Valid files are far below: a safetensors entry certainly
-    allocates 6 times its JSON, an entry of treekit's record 8.5 times. (Not bounded: an object
-    of many short unique keys with tiny values, about 24 times.) Errors: ``ValueError`` naming
-    ``where``."""
-    # upper bounds first (brackets, quotes and colons inside strings count too), exact counts if needed
-    objects, arrays, keys, strings = raw.count(b"{"), raw.count(b"["), raw.count(b'":'), raw.count(b'"') // 2
-    if _least(objects, arrays, keys, strings) > _ROOM * len(raw):
-        blanked = raw.replace(b"\\\\", b"__").replace(b'\\"', b"__") if b"\\" in raw else raw
-        texts = _BRACKETED.findall(blanked)
-        strings = len(texts)
-        for text in texts:
-            if text:
-                objects, arrays = objects - text.count(b"{"), arrays - text.count(b"[")
-        del texts
-        keys = blanked.count(b'":') + blanked.count(b'" :')
-        strings -= keys + blanked.count(b'""') + _ONE_CHARACTER.subn(b"", blanked)[1]
-        del blanked
-        if _least(objects, arrays, keys, strings) > _ROOM * len(raw):
-            raise ValueError(
-                f"{where}: expected JSON that Python holds in at most {_ROOM} times its size, got {objects:,} "
-                f"objects, {arrays:,} arrays, {keys:,} keys and {max(strings, 0):,} strings in {len(raw):,} bytes"
-            )
+    :data:`_ROOM` times its size. Counted (CPython 3.10-3.13, at least): a dict for each object
+    (64 bytes, 184 with members), a list for each array (56 bytes, 88 with items, 8 an item past
+    four), a str for each string value of two characters or more (48), an object for each float
+    and each int of four digits or more (24). So JSON of small objects, arrays or short strings is
+    refused in memory of about its size. Valid files are far below: an entry of treekit's record
+    costs at most 11 times its JSON. (Not counted: the keys, which json shares when repeated; an
+    object of many unique short keys takes about 15 times its size.) Errors: ``ValueError``
+    naming ``where``."""
+    # upper bounds first (brackets, quotes and digits inside strings count too), exact counts if needed
+    braces, brackets, commas, quotes = raw.count(b"{"), raw.count(b"["), raw.count(b","), raw.count(b'"')
+    numbers = raw.count(b".") + sum(map(raw.count, (b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9"))) // 4
+    items = commas + braces + brackets
+    if _least(braces, braces, brackets, brackets, items, quotes // 2, numbers) > _ROOM * len(raw):
+        _count(raw, where)
     try:
-        return json.loads(raw.decode("utf-8"), **hooks)
+        return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ValueError(f"{where}: expected UTF-8 JSON, got byte {raw[exc.start]:#04x} at {exc.start}") from None
     except (ValueError, RecursionError) as exc:  # (RecursionError: nested past the parser's depth)
         raise ValueError(f"{where}: expected JSON, got {type(exc).__name__}: {exc}") from None
 
 
-_ROOM = 14  # bytes of Python objects a byte of JSON may certainly become (besides the bytes and their str)
+def _count(raw: bytes, where: str) -> None:
+    """Count what ``raw`` holds exactly (outside its strings), a piece at a time (re.sub keeps a
+    piece of its result per match); refuse it if that costs too much."""
+    blanked = raw.replace(b"\\\\", b"__").replace(b'\\"', b"__") if b"\\" in raw else raw
+    counts = [0] * 7
+    start = pieces = 0
+    while start < len(blanked):
+        end = min(start + _PIECE, len(blanked))
+        while end < len(blanked) and blanked.count(b'"', start, end) % 2:  # (cut outside a string)
+            end = blanked.find(b'"', end) + 1 or len(blanked)
+        for k, n in enumerate(_counts(blanked[start:end])):
+            counts[k] += n
+        start, pieces = end, pieces + 1
+    del blanked
+    objects, _, arrays, _, _, values, numbers = counts
+    least = _least(*counts) - 256 * pieces  # (a cut may split a {} or a key from its colon)
+    if least > _ROOM * len(raw):
+        raise ValueError(
+            f"{where}: expected JSON that Python holds in at most {_ROOM} times its size, got {objects:,} objects, "
+            f"{arrays:,} arrays, {max(values, 0):,} strings and {numbers:,} numbers in {len(raw):,} bytes "
+            f"(at least {least:,} bytes as Python objects)"
+        )
 
 
-def _least(objects: int, arrays: int, keys: int, strings: int) -> int:
-    """Bytes the parsed values take at least (4 KiB of slack for the smallest files)."""
-    return 64 * objects + 56 * arrays + 32 * keys + 56 * max(strings, 0) - 4096
+_PIECE = 1 << 18  # bytes of JSON counted at a time
+
+
+def _counts(piece: bytes) -> tuple[int, int, int, int, int, int, int]:
+    """(objects, those with members, arrays, those with items, array items, strings of two
+    characters or more that are not keys, numbers that are objects) in JSON cut outside strings."""
+    longer, strings = _STRINGS.subn(rb"\1", piece)  # (strings of two characters or more: gone)
+    bare, short = _SHORT.subn(b"q", _SPACE.sub(b"", longer))  # (no strings, no space: structure and numbers)
+    del longer
+    keys = bare.count(b":")
+    values = strings - short - (keys - bare.count(b"q:"))
+    objects, arrays = bare.count(b"{"), bare.count(b"[")
+    full_objects, full_arrays = objects - bare.count(b"{}"), arrays - bare.count(b"[]")
+    items = bare.count(b",") + full_objects + full_arrays - keys
+    exponents = bare.count(b"e") + bare.count(b"E") - bare.count(b"true") - bare.count(b"false")
+    numbers = max(bare.count(b"."), exponents) + _BIG_INT.subn(b"", bare)[1]  # (floats: 1.5, 1e9, 1.5e9)
+    return objects, full_objects, arrays, full_arrays, items, values, numbers
+
+
+def _least(objects: int, full: int, arrays: int, full_arrays: int, items: int, values: int, numbers: int) -> int:
+    """Bytes the parsed values take at least (less 32 KiB: what the interpreter's free lists may hold)."""
+    lists = 56 * arrays + 32 * full_arrays + 8 * max(0, items - 4 * full_arrays)
+    return 64 * objects + 120 * full + lists + 48 * max(values, 0) + 24 * numbers - (32 << 10)

@@ -18,14 +18,13 @@ import json
 import math
 import mmap as mapping
 import os
-import reprlib
 from collections.abc import Iterable
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any
 
 from treekit.checkpoint._ahead import Ahead
 from treekit.checkpoint._atomic import atomic_file
-from treekit.checkpoint._codes import CODES, SIZES, code_of, dtype_of
-from treekit.checkpoint._json import bounded_json
+from treekit.checkpoint._codes import CODES, code_of, dtype_of
+from treekit.checkpoint._header import MAX_HEADER, Header, Tensor, parse, short
 from treekit.checkpoint._progress import Progress
 from treekit.checkpoint._shards import pieces, save_together, write_pieces
 
@@ -34,40 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Header", "Tensor", "code_of", "dtype_name_of", "dtype_of", "read", "read_header", "read_tensor", "write"]
 
-MAX_HEADER = 100_000_000  # bytes, safetensors' own limit
-MAX_NDIM = 64  # numpy's
 _CHUNK = 1 << 24  # bytes per write() call, and per copied slab of a non-contiguous array
 _SMALL = 1 << 20  # bytes: tensors in a run under this are read in one call, then copied out
-_INT = frozenset({int})
-_FOREIGN = (  # how other files start; consulted only once a header length makes no sense
-    (b"PK\x03\x04", "a zip file (.npz, or a torch .pt/.bin checkpoint?)"),
-    (b"PK\x05\x06", "an empty zip file"),
-    (b"\x93NUMPY", "a .npy file"),
-    (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
-    (b"\x1f\x8b", "a gzip file"),
-    *((b"\x80" + bytes([v]), "a pickle (never unpickled)") for v in range(2, 6)),
-)
-_repr = reprlib.Repr()  # a lying header's values are shown cut short
-_repr.maxlist, _repr.maxdict, _repr.maxstring, _repr.maxother, _repr.maxlevel = 8, 4, 40, 40, 2
-_short = _repr.repr
-
-
-class Tensor(NamedTuple):
-    """Where one tensor lies: its safetensors ``dtype`` code, ``shape`` and absolute byte range."""
-
-    dtype: str
-    shape: tuple[int, ...]
-    begin: int
-    end: int
-
-
-class Header(NamedTuple):
-    """A checked header: ``tensors`` by name in file order, ``metadata``, data offset, file size."""
-
-    tensors: dict[str, Tensor]
-    metadata: dict[str, str]
-    data_start: int
-    size: int
 
 
 def dtype_name_of(tensor: Tensor) -> str:
@@ -115,7 +82,7 @@ def write(
     names: set[str] = set()
     for name, array in tensors:
         if type(name) is not str:
-            raise TypeError(f"tensor name: expected str, got {type(name).__name__} {_short(name)}")
+            raise TypeError(f"tensor name: expected str, got {type(name).__name__} {short(name)}")
         if name == "__metadata__" or name in names:
             raise ValueError(f"tensor {name!r}: expected a unique name other than '__metadata__', got it again")
         if type(array) is np.ndarray:  # (its shape holds ints already)
@@ -134,7 +101,7 @@ def write(
     header: dict[str, Any] = {}
     if metadata is not None:
         if not isinstance(metadata, dict) or not all(type(k) is str and type(v) is str for k, v in metadata.items()):
-            raise TypeError(f"metadata: expected a dict of str to str, got {_short(metadata)}")
+            raise TypeError(f"metadata: expected a dict of str to str, got {short(metadata)}")
         header["__metadata__"] = metadata
     offset = 0
     for name, _, _, shape, code, size in entries:
@@ -196,107 +163,6 @@ def _label(f: Any) -> str:
     return str(os.fspath(name)) if isinstance(name, (str, os.PathLike)) else "<file>"
 
 
-_KINDS = {type(None): "null", bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array"}
-
-
-def _kind(value: Any) -> str:
-    return _KINDS.get(type(value), "an object")
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise ValueError(f"key {twice!r} appears twice in one object")
-    return out
-
-
-def _header(f: IO[bytes], p: str) -> Header:
-    size = f.seek(0, os.SEEK_END)
-    f.seek(0)
-    head = f.read(8)
-    n = int.from_bytes(head, "little") if len(head) == 8 else -1
-    if not 0 <= n <= min(size - 8, MAX_HEADER):
-        what = next((what for magic, what in _FOREIGN if head.startswith(magic)), None)
-        if what is not None:
-            raise ValueError(f"{p}: expected a safetensors file, got {what}")
-        if n < 0:
-            raise ValueError(f"{p}: expected a safetensors file (an 8-byte header length, then JSON), got {size} bytes")
-        limit = f"{size - 8} (the file is {size} bytes)" if size - 8 < MAX_HEADER else f"{MAX_HEADER} (the limit)"
-        raise ValueError(f"{p}: header length: expected at most {limit}, got {n} (not safetensors, or truncated?)")
-    obj = bounded_json(f.read(n), f"{p}: header", object_pairs_hook=_pairs)
-    if type(obj) is not dict:
-        raise ValueError(f"{p}: header: expected a JSON object, got {_kind(obj)}")
-    metadata = obj.pop("__metadata__", None)
-    if metadata is None:
-        metadata = {}
-    elif type(metadata) is not dict:
-        raise ValueError(f"{p}: __metadata__: expected an object of strings, got {_kind(metadata)}")
-    for key, value in metadata.items():
-        if type(value) is not str:
-            raise ValueError(f"{p}: __metadata__[{key!r}]: expected a string, got {_kind(value)} {_short(value)}")
-    data_start, data_size = 8 + n, size - 8 - n
-    regions = []
-    for name, info in obj.items():
-        try:  # (a well-formed entry, checked in few steps; for any other, _region says what is wrong)
-            code, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-            good = (
-                len(info) == 3
-                and code in SIZES
-                and type(shape) is list
-                and len(shape) <= MAX_NDIM
-                and set(map(type, shape)) <= _INT
-                and min(shape, default=0) >= 0
-                and type(begin) is int
-                and type(end) is int
-                and 0 <= begin <= end <= data_size
-                and end - begin == math.prod(shape) * SIZES[code]
-                and (end > begin or 0 not in shape)  # (no bytes, no claims: a zero dim's others checked below)
-            )
-        except (TypeError, KeyError, ValueError):
-            good = False
-        if good:
-            regions.append((begin, end, name, code, tuple(shape)))
-        else:
-            regions.append(_region(f"{p}: tensor {name!r}", name, info, data_size))
-    regions.sort()
-    at, previous = 0, ""
-    for begin, end, name, _, _ in regions:
-        if begin != at:
-            why = f"overlapping tensor {previous!r}" if begin < at else f"{begin - at} bytes before it in no tensor"
-            raise ValueError(f"{p}: tensor {name!r}: expected data_offsets from {at}, got [{begin}, {end}] ({why})")
-        at, previous = end, name
-    if at != data_size:
-        raise ValueError(f"{p}: data: expected {at} bytes (all in tensors), got {data_size} (the rest in no tensor)")
-    tensors = {name: Tensor(code, shape, data_start + b, data_start + e) for b, e, name, code, shape in regions}
-    return Header(tensors, metadata, data_start, size)
-
-
-def _region(where: str, name: str, info: Any, data_size: int) -> tuple[int, int, str, str, tuple[int, ...]]:
-    """``(begin, end, name, dtype code, shape)`` of one header entry, checked."""
-    if type(info) is not dict or set(info) != {"dtype", "shape", "data_offsets"}:
-        got = f"keys {_short(sorted(info))}" if type(info) is dict else _kind(info)
-        raise ValueError(f"{where}: expected an object with keys ['data_offsets', 'dtype', 'shape'], got {got}")
-    code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-    if type(code) is not str or code not in CODES:
-        raise ValueError(f"{where}: dtype: expected one of {', '.join(CODES)}, got {_short(code)}")
-    if type(shape) is not list or len(shape) > MAX_NDIM or not all(type(d) is int and d >= 0 for d in shape):
-        raise ValueError(f"{where}: shape: expected a list of at most {MAX_NDIM} integers >= 0, got {_short(shape)}")
-    if math.prod(d or 1 for d in shape) >= 1 << 63:  # (numpy's limit, even for an array of no bytes)
-        raise ValueError(f"{where}: shape: expected fewer than 2**63 elements (zeros aside), got {_short(shape)}")
-    if type(offsets) is not list or len(offsets) != 2 or not all(type(o) is int for o in offsets):
-        raise ValueError(f"{where}: data_offsets: expected [begin, end], two integers, got {_short(offsets)}")
-    begin, end = offsets
-    if not 0 <= begin <= end <= data_size:
-        why = " (a truncated file?)" if 0 <= begin <= end else ""
-        raise ValueError(f"{where}: data_offsets: expected 0 <= begin <= end <= {data_size}, got {offsets}{why}")
-    need = math.prod(shape) * CODES[code][1]  # Python ints: no overflow
-    if end - begin != need:
-        raise ValueError(f"{where}: expected {need} bytes for shape {shape} of {code}, got offsets {offsets}")
-    return begin, end, name, code, tuple(shape)
-
-
 def read_header(source: str | os.PathLike[str] | IO[bytes]) -> Header:
     """The checked header of a safetensors file, reading only its first ``8 + N`` bytes.
 
@@ -322,8 +188,8 @@ def read_header(source: str | os.PathLike[str] | IO[bytes]) -> Header:
     """
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
-            return _header(f, os.fspath(source))
-    return _header(source, _label(source))
+            return parse(f, os.fspath(source))
+    return parse(source, _label(source))
 
 
 def read_tensor(
@@ -408,7 +274,7 @@ def read(path: str | os.PathLike[str], mmap: bool = False) -> tuple[dict[str, np
 
     p = os.fspath(path)
     with open(path, "rb") as f:
-        header = _header(f, p)
+        header = parse(f, p)
         dtypes = {code: dtype_of(code) for code in {t.dtype for t in header.tensors.values()}}
         if mmap:  # each a view of one map of the file
             whole = _map(f)
