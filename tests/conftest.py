@@ -3,9 +3,11 @@ the tests' child processes run on."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -96,3 +98,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             missing = sorted(m for m in names & _OPTIONAL if importlib.util.find_spec(m) is None)
             if missing:
                 item.add_marker(pytest.mark.skip(reason=f"the example imports {', '.join(missing)}, not installed"))
+            elif "datasets" in names and datasets_broken():
+                item.add_marker(pytest.mark.skip(reason=datasets_broken()))
+
+
+@functools.cache
+def datasets_broken() -> str | None:
+    """Why the installed Hugging Face datasets cannot build the smallest Dataset here, or None.
+
+    (datasets 5.0.1 with pyarrow 25, the newest an accelerator machine's index had: its own
+    fingerprinting fails to pickle pyarrow's MonthDayNano; newer releases work.)
+    """
+    try:
+        import datasets
+
+        datasets.Dataset.from_dict({"x": [1]})
+    except Exception as exc:  # (whatever the library's own first step raises)
+        version = getattr(sys.modules.get("datasets"), "__version__", "?")
+        return f"datasets {version} cannot build a Dataset here ({type(exc).__name__}: {str(exc)[:200]})"
+    return None
+
+
+@pytest.fixture
+def hf_datasets() -> Any:
+    """The datasets module, where it is installed and works (else the test skips, saying why)."""
+    datasets = pytest.importorskip("datasets")
+    if datasets_broken():
+        pytest.skip(datasets_broken())
+    return datasets

@@ -197,8 +197,8 @@ def test_import_treekit_data_imports_neither_pyarrow_nor_jax() -> None:
 # -- Hugging Face datasets -----------------------------------------------------------------
 
 
-def test_a_datasets_dataset_keeps_its_feature_dtypes() -> None:
-    datasets = pytest.importorskip("datasets")
+def test_a_datasets_dataset_keeps_its_feature_dtypes(hf_datasets: Any) -> None:
+    datasets = hf_datasets
     features = datasets.Features({
         "image": datasets.Array2D(shape=(2, 3), dtype="uint8"),
         "label": datasets.ClassLabel(names=["a", "b"]),

@@ -339,9 +339,13 @@ def test_a_jax_only_node_keeps_at_most_512_converted_key_entries() -> None:
         lambda w: ([(jtu.DictKey(f"k{i}"), i) for i in range(w.n)], w.n),
         lambda n, children: Wide(n),
     )
-    pairs, _ = treekit.tree_flatten_with_path(Wide(2000))
+    for _ in range(10):  # (until the answer is remembered: a JAX registration elsewhere, in another
+        # thread, makes treekit forget the answers it is working out)
+        pairs, _ = treekit.tree_flatten_with_path(Wide(2000))
+        entry = TYPES.get(Wide)
+        if entry is not None:
+            break
     assert [treekit.keystr(p) for p, _ in pairs[:2]] == ["['k0']", "['k1']"] and len(pairs) == 2000
-    entry = TYPES[Wide]
     assert entry is not None and entry.kind == "custom"
 
     def dicts(fn: Any) -> Iterator[dict[Any, Any]]:  # the dicts the functions behind the entry close over

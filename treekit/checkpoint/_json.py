@@ -17,6 +17,9 @@ _ROOM = 12  # bytes of Python objects a byte of JSON may certainly become (besid
 # (Single-character repeats only: Python's re keeps no stack for them.)
 _STRINGS = re.compile(rb'"[^"]{2,}"|("[^"]?")')
 _SHORT = re.compile(rb'"[^"]?"')
+# What stands for one character in a string: an escape, or a character Python keeps one object of
+# (U+0080 to U+00FF, two bytes of UTF-8), so that strings are measured in characters.
+_CHARACTER = re.compile(rb"\\(?:u[0-9a-fA-F]{4}|[^u])|[\xc2\xc3][\x80-\xbf]")
 _SPACE = re.compile(rb"[ \t\n\r]+")
 _BIG_INT = re.compile(rb"(?<![0-9.eE+-])-?[0-9]{4,}(?![0-9.eE])")  # (ints past 256 are objects of their own)
 
@@ -48,7 +51,7 @@ def bounded_json(raw: bytes, where: str) -> Any:
 def _count(raw: bytes, where: str) -> None:
     """Count what ``raw`` holds exactly (outside its strings), a piece at a time (re.sub keeps a
     piece of its result per match); refuse it if that costs too much."""
-    blanked = raw.replace(b"\\\\", b"__").replace(b'\\"', b"__") if b"\\" in raw else raw
+    blanked = raw.replace(b"\\\\", b"_").replace(b'\\"', b"_") if b"\\" in raw else raw
     counts = [0] * 7
     start = pieces = 0
     while start < len(blanked):
@@ -75,7 +78,7 @@ _PIECE = 1 << 18  # bytes of JSON counted at a time
 def _counts(piece: bytes) -> tuple[int, int, int, int, int, int, int]:
     """(objects, those with members, arrays, those with items, array items, strings of two
     characters or more that are not keys, numbers that are objects) in JSON cut outside strings."""
-    longer, strings = _STRINGS.subn(rb"\1", piece)  # (strings of two characters or more: gone)
+    longer, strings = _STRINGS.subn(rb"\1", _CHARACTER.sub(b"_", piece))  # (strings of two characters or more: gone)
     bare, short = _SHORT.subn(b"q", _SPACE.sub(b"", longer))  # (no strings, no space: structure and numbers)
     del longer
     keys = bare.count(b":")
