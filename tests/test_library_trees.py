@@ -126,8 +126,7 @@ def test_tree_spec_of_an_equinox_module_checks_without_filtering() -> None:
         tk.check_spec(swapped, spec)
 
 
-def hf_dataset(n: int) -> Any:
-    datasets = pytest.importorskip("datasets")
+def hf_dataset(datasets: Any, n: int) -> Any:
     features = datasets.Features(
         {
             "image": datasets.Array2D((28, 28), "uint8"),
@@ -151,9 +150,9 @@ def docs_hf_spec() -> Any:
     return scope["hf_batch"]
 
 
-def test_the_docs_hf_batch_spec_fits_a_real_datasets_batch() -> None:
+def test_the_docs_hf_batch_spec_fits_a_real_datasets_batch(hf_datasets: Any) -> None:
     spec = docs_hf_spec()
-    ds = hf_dataset(8)
+    ds = hf_dataset(hf_datasets, 8)
     assert tk.check_spec(ds.with_format("jax")[:4], spec) == {"*batch": (4,)}
     assert tk.check_spec(ds.with_format("jax")[0], spec) == {"*batch": ()}
     # what the page says of dtypes: int32 under jax (x64 off), int64 under numpy, uint8 features or not

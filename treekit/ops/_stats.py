@@ -193,7 +193,8 @@ def _device_stats(leaves: Sequence[Any], runs: list[list[int]], out: list[Stats 
 def _kernel() -> Any:
     """The compiled reduction: a list of arrays of one shape and dtype to ``(floats, counts,
     extremes)``, a row per array. Over the finite entries (magnitudes for complex), divided by
-    ``scale`` (their largest magnitude, so that no sum of squares overflows float32):
+    ``scale`` (a power of two near their largest magnitude, so that no sum of squares overflows
+    float32):
     ``floats`` is ``[sum, sum((x - mean)**2), scale]``; ``counts`` ``[NaN count, inf count]``
     (int32, or float32 for leaves of 2**31 entries or more); ``extremes`` ``[min, max]`` in the
     entries' own dtype (ints and bfloat16 exactly). Two passes over each array, the second from
@@ -216,9 +217,14 @@ def _kernel() -> Any:
             # float64 where jax has it (x64 on) and the entries are 64-bit, else float32
             wide = jax.dtypes.canonicalize_dtype(jnp.float64) if v.dtype.itemsize == 8 else jnp.float32
             f = v.astype(wide)
-            scale = jnp.maximum(jnp.abs(low.astype(wide)), jnp.abs(high.astype(wide)))
-            scale = jnp.where(jnp.isfinite(scale) & (scale > 0), scale, 1)
-            y = jnp.where(finite, f / scale, 0)
+            largest = jnp.maximum(jnp.abs(low.astype(wide)), jnp.abs(high.astype(wide)))
+            # a power of two near it, multiplied by, never divided by: exact on any chip (a TPU's
+            # float32 division is not), its inverse a normal number
+            _, exponent = jnp.frexp(jnp.where(jnp.isfinite(largest) & (largest > 0), largest, 1))
+            exponent = jnp.clip(exponent, -100, 100)
+            one = jnp.ones((), wide)
+            scale = jnp.ldexp(one, exponent)
+            y = jnp.where(finite, f * jnp.ldexp(one, -exponent), 0)
             total = y.sum()
             mean = total / jnp.maximum(finite.sum(dtype=wide), 1)
             d = jnp.where(finite, y - mean, 0)
