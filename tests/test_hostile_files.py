@@ -243,9 +243,17 @@ HEADERS = {  # 8 MB headers of what takes Python 10 to 30 times its size, and th
     "a record of empty arrays": (lambda n: _record("[" + ",".join(["[]"] * (n // 3)) + "]"), 4),
     "a record of small objects": (lambda n: _record("[" + ",".join(['{"a":0}'] * (n // 10)) + "]"), 4),
     "a record of one-item arrays": (lambda n: _record("[" + ",".join(["[0]"] * (n // 4)) + "]"), 4),
+    # a record of one string whose braces push the first count over: counted a piece at a time
+    "a record of one string of braces": (lambda n: _record(json.dumps("é{{" * (n // 5))), 4),
     # the worst a header may be: valid, its metadata short strings, refused once it takes 8 times its size
     "metadata of short strings": (
         lambda n: json.dumps({"__metadata__": {f"{i:x}": "ab" for i in range(n // 14)}}).encode(),
+        12,
+    ),
+    "metadata of characters past U+FFFF": (  # (four bytes each in Python: the text too)
+        lambda n: json.dumps(
+            {"__metadata__": {chr(0x10000 + i): chr(0x10000 + i) + "v" * 6 for i in range(n // 22)}}, ensure_ascii=False
+        ).encode(),
         12,
     ),
 }
@@ -324,3 +332,12 @@ def test_what_json_is_counted_to_take_it_takes_at_least(values: list[Any], separ
         tracemalloc.stop()
     assert len(parsed) == len(values) * 300
     assert least <= taken
+
+
+
+def test_json_of_floats_with_exponents_only_is_counted_before_parsing() -> None:
+    from treekit.checkpoint._json import bounded_json
+
+    nested = "[" * 16 + ",".join(["1e5"] * 29) + "]" * 16  # (the first count must see 1e5 as a number)
+    with pytest.raises(ValueError, match="at most 12 times its size, got 0 objects, 320,001 arrays"):
+        bounded_json(("[" + ",".join([nested] * 20_000) + "]").encode(), "x")

@@ -400,6 +400,8 @@ HOSTILE: list[tuple[str, Any, str]] = [
     ("long-number", lambda p: _raw(p, b'{"w": {"shape": [' + b"9" * 100_000 + b"]}}"),
      "tensor 'w': expected an object with keys ['data_offsets', 'dtype', 'shape'], got keys ['shape']"),
     ("trailing-json", lambda p: _raw(p, b'{} {}'), "header: expected JSON, got JSONDecodeError: Extra data"),
+    ("long-begin", lambda p: _raw(p, b'{"w": {"dtype": "U8", "shape": [1], "data_offsets": [%s, 1]}}' % (b"1" * 5000)),
+     "tensor 'w': data_offsets: expected [begin, end], two integers, got [<a number of 5,000 characters>, 1]"),
     ("unquoted-value", lambda p: _raw(p, b'{"w": {"dtype": F32}}'),
      "header: expected JSON, got JSONDecodeError: Expecting value"),
     ("json-array", lambda p: _raw(p, []), "header: expected a JSON object, got an array"),
@@ -523,7 +525,8 @@ def _json_reading(blob: bytes, data_size: int) -> Any:
         return None
     if type(obj) is not dict:
         return None
-    metadata = obj.pop("__metadata__", None) or {}
+    metadata = obj.pop("__metadata__", None)
+    metadata = {} if metadata is None else metadata
     if type(metadata) is not dict or any(type(v) is not str for v in metadata.values()):
         return None
     regions = []
@@ -594,3 +597,29 @@ def test_the_header_scanner_reads_what_json_loads_reads(tmp_path_factory: pytest
     assert header.metadata == metadata
     start = 8 + len(blob)
     assert {k: (t.dtype, t.shape, t.begin - start, t.end - start) for k, t in header.tensors.items()} == tensors
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        # in any key order (a writer's json.dumps(sort_keys=True)), and tensors of no bytes: read member by member
+        {f"h.{i}.ln.b": {"data_offsets": [16 * i, 16 * i + 16], "dtype": "F32", "shape": [4]} for i in range(3000)},
+        {f"w{i}": {"shape": [1], "dtype": "U8", "data_offsets": [i, i + 1]} for i in range(3000)},
+        {f"e{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(5000)},
+    ],
+    ids=["sorted keys", "shape first", "no bytes"],
+)
+def test_valid_headers_in_any_key_order_are_read_however_many_entries(tmp_path: Path, entries: Any) -> None:
+    size = max(e["data_offsets"][1] for e in entries.values())
+    path = _raw(tmp_path / "h.safetensors", json.dumps(entries, separators=(",", ":")).encode(), bytes(size))
+    header = sf.read_header(path)
+    assert len(header.tensors) == len(entries)
+
+
+def test_a_long_name_is_cut_short_in_messages(tmp_path: Path) -> None:
+    name, entry = "n" * 10**6, json.dumps(_entry())
+    path = _raw(tmp_path / "h.safetensors", f'{{"{name}": {entry}, "{name}": {entry}}}'.encode(), D24)
+    with pytest.raises(ValueError, match="appears twice in one object") as info:
+        sf.read_header(path)
+    assert len(str(info.value)) < len(str(path)) + 200
+    assert info.value.__context__ is None  # (nothing holds the header's text)

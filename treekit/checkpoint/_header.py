@@ -89,15 +89,19 @@ def parse(f: IO[bytes], p: str) -> Header:
     data_start, data_size = 8 + n, size - 8 - n
     try:
         regions, metadata = _Scan(text, p, n, data_size).header()
+        error = None
     except (json.JSONDecodeError, _Twice) as exc:
-        error = "JSONDecodeError" if isinstance(exc, json.JSONDecodeError) else "ValueError"
-        raise ValueError(f"{p}: header: expected JSON, got {error}: {exc}") from None
+        error = f"{'JSONDecodeError' if isinstance(exc, json.JSONDecodeError) else 'ValueError'}: {exc}"
+    if error is not None:  # (raised here, the error holds no reference to the header's text)
+        raise ValueError(f"{p}: header: expected JSON, got {error}")
     regions.sort()
     at, previous = 0, ""
     for begin, end, name, _, _ in regions:
         if begin != at:
-            why = f"overlapping tensor {previous!r}" if begin < at else f"{begin - at} bytes before it in no tensor"
-            raise ValueError(f"{p}: tensor {name!r}: expected data_offsets from {at}, got [{begin}, {end}] ({why})")
+            why = f"{begin - at} bytes before it in no tensor"
+            why = f"overlapping tensor {short(previous)}" if begin < at else why
+            where = f"{p}: tensor {short(name)}"
+            raise ValueError(f"{where}: expected data_offsets from {at}, got [{begin}, {end}] ({why})")
         at, previous = end, name
     if at != data_size:
         raise ValueError(f"{p}: data: expected {at} bytes (all in tensors), got {data_size} (the rest in no tensor)")
@@ -107,7 +111,7 @@ def parse(f: IO[bytes], p: str) -> Header:
 
 class _Twice(ValueError):
     def __str__(self) -> str:
-        return f"key {self.args[0]!r} appears twice in one object"
+        return f"key {short(self.args[0])} appears twice in one object"
 
 
 class _Unread:
@@ -151,7 +155,9 @@ class _Scan:
 
     def __init__(self, text: str, p: str, size: int, data_size: int) -> None:
         self.text, self.p, self.data_size = text, p, data_size
-        self.left = _ROOM * size + (64 << 10)  # (bytes of Python objects it may keep yet; small ones all)
+        # bytes of Python objects it may keep yet (small headers: all), less what the text takes
+        # past one byte a character (four for a header with one character past U+FFFF)
+        self.left = _ROOM * size + (64 << 10) - max(0, text.__sizeof__() - size)
 
     def header(self) -> tuple[list[_Region], dict[str, str]]:
         text, p = self.text, self.p
@@ -178,14 +184,16 @@ class _Scan:
                         raise _Twice(name)
                     metadata, pos = self._metadata(pos)
                 else:
-                    info, pos = self._entry(pos, f"{p}: tensor {name!r}")
-                    region = _region(f"{p}: tensor {name!r}", name, info, self.data_size)
+                    where, kept = f"{p}: tensor {short(name)}", self.left
+                    info, pos = self._entry(pos, where)
+                    region = _region(where, name, info, self.data_size)
+                    self.left = kept  # (the entry's values are dropped: its region is counted below)
                 pos, last = self._after(pos, "}")
             if region is not None:
                 if name in regions:
                     raise _Twice(name)
                 regions[name] = region
-                self.left -= 250 + len(name) + 8 * len(region[4])
+                self.left -= 200 + name.__sizeof__() + 8 * len(region[4])
                 if self.left < 0:
                     self._keep(0)
         if self._space(pos) != len(text):
@@ -239,7 +247,7 @@ class _Scan:
         c = text[pos : pos + 1]
         if c == '"':
             value, pos = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
-            self._keep(len(value))
+            self._keep(value.__sizeof__())
             return value, pos
         if c == "[" and nest:
             items: list[Any] = []
@@ -290,7 +298,7 @@ class _Scan:
                 raise ValueError(f"{where}: expected an object with keys {_KEYS}, got key {key!r}")
             else:
                 info[key], pos = self._value(pos, where, "", False)
-            self._keep(100 + len(key))
+            self._keep(100 + key.__sizeof__())
             pos, last = self._after(pos, "}")
             if last:
                 return info, pos
@@ -325,7 +333,7 @@ class _Scan:
                     got = f"{kind(value)} {short(value)}"
                 raise ValueError(f"{where}[{key!r}]: expected a string, got {got}")
             out[key], pos = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
-            self._keep(150 + len(key) + len(out[key]))
+            self._keep(100 + key.__sizeof__() + out[key].__sizeof__())
             pos, last = self._after(pos, "}")
             if last:
                 return out, pos
@@ -335,7 +343,7 @@ def _canonical(name: str, code: str, shape: str, begin_: str, end_: str, data_si
     """The region of an entry as writers write it (the expression's groups), or None to read it
     member by member (which says what is wrong, if anything)."""
     size = SIZES.get(code)
-    if size is None or len(shape) > 2000 or len(end_) > 20 or _NOT_JSON_INTS.search(shape):
+    if size is None or len(shape) > 2000 or len(begin_) > 20 or len(end_) > 20 or _NOT_JSON_INTS.search(shape):
         return None  # (long ones: not split, not int()ed)
     try:
         dims = tuple(map(int, shape.split(","))) if shape else ()

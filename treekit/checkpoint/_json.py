@@ -17,6 +17,8 @@ _ROOM = 12  # bytes of Python objects a byte of JSON may certainly become (besid
 # (Single-character repeats only: Python's re keeps no stack for them.)
 _STRINGS = re.compile(rb'"[^"]{2,}"|("[^"]?")')
 _SHORT = re.compile(rb'"[^"]?"')
+# Every string (so that quotes pair) cut to 16 bytes: one of two characters or more still has two.
+_LONG = re.compile(rb'"([^"]{0,16})[^"]*"')
 # What stands for one character in a string: an escape, or a character Python keeps one object of
 # (U+0080 to U+00FF, two bytes of UTF-8), so that strings are measured in characters.
 _CHARACTER = re.compile(rb"\\(?:u[0-9a-fA-F]{4}|[^u])|[\xc2\xc3][\x80-\xbf]")
@@ -28,7 +30,7 @@ def bounded_json(raw: bytes, where: str) -> Any:
     """``json.loads(raw)``, unless what parsing it would certainly allocate is more than
     :data:`_ROOM` times its size. Counted (CPython 3.10-3.13, at least): a dict for each object
     (64 bytes, 184 with members), a list for each array (56 bytes, 88 with items, 8 an item past
-    four), a str for each string value of two characters or more (48), an object for each float
+    four), a str for each string value of two characters or more (43), an object for each float
     and each int of four digits or more (24). So JSON of small objects, arrays or short strings is
     refused in memory of about its size. Valid files are far below: an entry of treekit's record
     costs at most 11 times its JSON. (Not counted: the keys, which json shares when repeated; an
@@ -36,7 +38,8 @@ def bounded_json(raw: bytes, where: str) -> Any:
     naming ``where``."""
     # upper bounds first (brackets, quotes and digits inside strings count too), exact counts if needed
     braces, brackets, commas, quotes = raw.count(b"{"), raw.count(b"["), raw.count(b","), raw.count(b'"')
-    numbers = raw.count(b".") + sum(map(raw.count, (b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9"))) // 4
+    digits = sum(map(raw.count, (b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9")))
+    numbers = raw.count(b".") + raw.count(b"e") + raw.count(b"E") + digits // 4
     items = commas + braces + brackets
     if _least(braces, braces, brackets, brackets, items, quotes // 2, numbers) > _ROOM * len(raw):
         _count(raw, where)
@@ -78,6 +81,7 @@ _PIECE = 1 << 18  # bytes of JSON counted at a time
 def _counts(piece: bytes) -> tuple[int, int, int, int, int, int, int]:
     """(objects, those with members, arrays, those with items, array items, strings of two
     characters or more that are not keys, numbers that are objects) in JSON cut outside strings."""
+    piece = _LONG.sub(rb'"\1"', piece)  # (first: a string's escapes are replaced one match at a time)
     longer, strings = _STRINGS.subn(rb"\1", _CHARACTER.sub(b"_", piece))  # (strings of two characters or more: gone)
     bare, short = _SHORT.subn(b"q", _SPACE.sub(b"", longer))  # (no strings, no space: structure and numbers)
     del longer
@@ -94,4 +98,4 @@ def _counts(piece: bytes) -> tuple[int, int, int, int, int, int, int]:
 def _least(objects: int, full: int, arrays: int, full_arrays: int, items: int, values: int, numbers: int) -> int:
     """Bytes the parsed values take at least (less 32 KiB: what the interpreter's free lists may hold)."""
     lists = 56 * arrays + 32 * full_arrays + 8 * max(0, items - 4 * full_arrays)
-    return 64 * objects + 120 * full + lists + 48 * max(values, 0) + 24 * numbers - (32 << 10)
+    return 64 * objects + 120 * full + lists + 43 * max(values, 0) + 24 * numbers - (32 << 10)
