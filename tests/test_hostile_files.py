@@ -309,7 +309,7 @@ def test_trees_of_many_small_nodes_are_never_refused(tmp_path: Path, tree: Any, 
     assert treekit.load(path) == tree
 
 
-_SCALARS = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | st.text(max_size=5)
+_SCALARS = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | st.text(max_size=20)
 _JSON = st.recursive(
     _SCALARS, lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=4), inner, max_size=6)
 )

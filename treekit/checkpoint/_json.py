@@ -21,7 +21,7 @@ _SHORT = re.compile(rb'"[^"]?"')
 _LONG = re.compile(rb'"([^"]{0,16})[^"]*"')
 # What stands for one character in a string: an escape, or a character Python keeps one object of
 # (U+0080 to U+00FF, two bytes of UTF-8), so that strings are measured in characters.
-_CHARACTER = re.compile(rb"\\(?:u[0-9a-fA-F]{4}|[^u])|[\xc2\xc3][\x80-\xbf]")
+_CHARACTER = re.compile(rb'\\(?:u[0-9a-fA-F]{4}|[^u"])|[\xc2\xc3][\x80-\xbf]')  # (not a quote: a cut escape)
 _SPACE = re.compile(rb"[ \t\n\r]+")
 _BIG_INT = re.compile(rb"(?<![0-9.eE+-])-?[0-9]{4,}(?![0-9.eE])")  # (ints past 256 are objects of their own)
 
