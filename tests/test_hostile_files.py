@@ -245,6 +245,7 @@ HEADERS = {  # 8 MB headers of what takes Python 10 to 30 times its size, and th
     "a record of one-item arrays": (lambda n: _record("[" + ",".join(["[0]"] * (n // 4)) + "]"), 4),
     # a record of one string whose braces push the first count over: counted a piece at a time
     "a record of one string of braces": (lambda n: _record(json.dumps("é{{" * (n // 5))), 4),
+    "a record of one string of braces with no end": (lambda n: _record('"' + "{{ " * (n // 4)), 4),
     # the worst a header may be: valid, its metadata short strings, refused once it takes 8 times its size
     "metadata of short strings": (
         lambda n: json.dumps({"__metadata__": {f"{i:x}": "ab" for i in range(n // 14)}}).encode(),

@@ -622,4 +622,13 @@ def test_a_long_name_is_cut_short_in_messages(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="appears twice in one object") as info:
         sf.read_header(path)
     assert len(str(info.value)) < len(str(path)) + 200
-    assert info.value.__context__ is None  # (nothing holds the header's text)
+    assert info.value.__context__ is None  # nothing holds the header's text: no exception, no frame
+    tb = info.value.__traceback__.tb_next  # (past this test's own frame)
+    while tb is not None:
+        assert not any(isinstance(v, (str, bytes)) and len(v) > 10**5 for v in tb.tb_frame.f_locals.values())
+        tb = tb.tb_next
+    for header in ({"__metadata__": {name: 1}}, {"w": {name: [1]}}):  # (keys a message quotes: cut short too)
+        path = _raw(tmp_path / "k.safetensors", header, D24)
+        with pytest.raises(ValueError) as info:
+            sf.read_header(path)
+        assert len(str(info.value)) < len(str(path)) + 200

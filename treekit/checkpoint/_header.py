@@ -81,19 +81,10 @@ def parse(f: IO[bytes], p: str) -> Header:
             raise ValueError(f"{p}: expected a safetensors file (an 8-byte header length, then JSON), got {size} bytes")
         limit = f"{size - 8} (the file is {size} bytes)" if size - 8 < MAX_HEADER else f"{MAX_HEADER} (the limit)"
         raise ValueError(f"{p}: header length: expected at most {limit}, got {n} (not safetensors, or truncated?)")
-    raw = f.read(n)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{p}: header: expected UTF-8 JSON, got byte {raw[exc.start]:#04x} at {exc.start}") from None
     data_start, data_size = 8 + n, size - 8 - n
-    try:
-        regions, metadata = _Scan(text, p, n, data_size).header()
-        error = None
-    except (json.JSONDecodeError, _Twice) as exc:
-        error = f"{'JSONDecodeError' if isinstance(exc, json.JSONDecodeError) else 'ValueError'}: {exc}"
-    if error is not None:  # (raised here, the error holds no reference to the header's text)
-        raise ValueError(f"{p}: header: expected JSON, got {error}")
+    regions, metadata, error = _read(f.read(n), p, data_size)
+    if error is not None:  # (raised here: neither the error nor its traceback holds the header's text)
+        raise ValueError(error)
     regions.sort()
     at, previous = 0, ""
     for begin, end, name, _, _ in regions:
@@ -107,6 +98,21 @@ def parse(f: IO[bytes], p: str) -> Header:
         raise ValueError(f"{p}: data: expected {at} bytes (all in tensors), got {data_size} (the rest in no tensor)")
     tensors = {name: Tensor(code, shape, data_start + b, data_start + e) for b, e, name, code, shape in regions}
     return Header(tensors, metadata, data_start, size)
+
+
+def _read(raw: bytes, p: str, data_size: int) -> tuple[list[_Region], dict[str, str], str | None]:
+    """(regions, metadata, None) of a header's bytes, or ([], {}, what is wrong with them)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [], {}, f"{p}: header: expected UTF-8 JSON, got byte {raw[exc.start]:#04x} at {exc.start}"
+    try:
+        return (*_Scan(text, p, len(raw), data_size).header(), None)
+    except (json.JSONDecodeError, _Twice) as exc:
+        error = "JSONDecodeError" if isinstance(exc, json.JSONDecodeError) else "ValueError"
+        return [], {}, f"{p}: header: expected JSON, got {error}: {exc}"
+    except ValueError as exc:
+        return [], {}, str(exc)
 
 
 class _Twice(ValueError):
@@ -155,9 +161,7 @@ class _Scan:
 
     def __init__(self, text: str, p: str, size: int, data_size: int) -> None:
         self.text, self.p, self.data_size = text, p, data_size
-        # bytes of Python objects it may keep yet (small headers: all), less what the text takes
-        # past one byte a character (four for a header with one character past U+FFFF)
-        self.left = _ROOM * size + (64 << 10) - max(0, text.__sizeof__() - size)
+        self.left = _ROOM * size + (64 << 10)  # (bytes of Python objects it may keep yet; small headers: all)
 
     def header(self) -> tuple[list[_Region], dict[str, str]]:
         text, p = self.text, self.p
@@ -295,7 +299,7 @@ class _Scan:
             if key in _EXPECTED:
                 info[key], pos = self._value(pos, f"{where}: {key}", _EXPECTED[key], True)
             elif self.text[pos : pos + 1] in ("[", "{"):  # (not read: the entry is wrong whatever it holds)
-                raise ValueError(f"{where}: expected an object with keys {_KEYS}, got key {key!r}")
+                raise ValueError(f"{where}: expected an object with keys {_KEYS}, got key {short(key)}")
             else:
                 info[key], pos = self._value(pos, where, "", False)
             self._keep(100 + key.__sizeof__())
@@ -331,7 +335,7 @@ class _Scan:
                 else:
                     value = self._value(pos, where, "a string", False)[0]
                     got = f"{kind(value)} {short(value)}"
-                raise ValueError(f"{where}[{key!r}]: expected a string, got {got}")
+                raise ValueError(f"{where}[{short(key)}]: expected a string, got {got}")
             out[key], pos = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
             self._keep(100 + key.__sizeof__() + out[key].__sizeof__())
             pos, last = self._after(pos, "}")

@@ -55,6 +55,8 @@ def _count(raw: bytes, where: str) -> None:
     """Count what ``raw`` holds exactly (outside its strings), a piece at a time (re.sub keeps a
     piece of its result per match); refuse it if that costs too much."""
     blanked = raw.replace(b"\\\\", b"_").replace(b'\\"', b"_") if b"\\" in raw else raw
+    if blanked.count(b'"') % 2:  # (each string's quotes pair, once escapes are blanked)
+        raise ValueError(f"{where}: expected JSON, got a string with no end (an odd number of quotes)")
     counts = [0] * 7
     start = pieces = 0
     while start < len(blanked):
