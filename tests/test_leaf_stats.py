@@ -162,6 +162,15 @@ def test_a_second_call_and_a_tree_of_the_same_shapes_compile_nothing() -> None:
 
 
 @on_device()
+def test_the_device_kernel_scales_by_a_power_of_two_so_means_of_small_values_are_exact() -> None:
+    # scaled by the largest magnitude instead (3.0), [1.0, 3.0] averaged 2.0000000596 in float32
+    jnp = pytest.importorskip("jax").numpy
+    got = leaf_stats([jnp.array([1.0, 3.0]), jnp.full((5,), 66.0), jnp.array([-0.1, 0.3, 7e-30])])
+    assert [s.mean for s in got if s is not None][:2] == [2.0, 66.0]
+    assert got[2] is not None and (got[2].low, got[2].high) == (np.float32(-0.1), np.float32(0.3))
+
+
+@on_device()
 def test_leaves_with_nothing_to_read_have_no_statistics() -> None:
     jax = pytest.importorskip("jax")
     jnp = jax.numpy

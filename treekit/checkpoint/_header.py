@@ -146,7 +146,7 @@ _LITERALS = {"true": True, "false": False, "null": None}
 _KIND = {"{": "an object", "[": "an array", '"': "a string", "t": "a boolean", "f": "a boolean", "n": "null"}
 
 
-def kind(value: Any) -> str:
+def _kind_of(value: Any) -> str:
     """What a parsed JSON value is, in words."""
     if isinstance(value, _Unread):
         return value.kind
@@ -197,9 +197,7 @@ class _Scan:
                 if name in regions:
                     raise _Twice(name)
                 regions[name] = region
-                self.left -= 200 + name.__sizeof__() + 8 * len(region[4])
-                if self.left < 0:
-                    self._keep(0)
+                self._keep(200 + name.__sizeof__() + 8 * len(region[4]))
         if self._space(pos) != len(text):
             raise json.JSONDecodeError("Extra data", text, self._space(pos))
         return list(regions.values()), metadata or {}
@@ -281,10 +279,10 @@ class _Scan:
                 return value, pos + len(word)
         raise json.JSONDecodeError("Expecting value", text, pos)
 
-    def _entry(self, pos: int, where: str) -> tuple[Any, int]:
-        """A tensor's entry read member by member: a dict of plain values, or what else it is."""
-        if not self.text.startswith("{", pos):
-            return _Unread(self._kind(pos)), self._skip_scalar(pos, where)
+    def _entry(self, pos: int, where: str) -> tuple[dict[str, Any], int]:
+        """A tensor's entry read member by member: a dict of plain values (an array one level deep)."""
+        if not self.text.startswith("{", pos):  # (not read: the entry is wrong whatever it holds)
+            raise ValueError(f"{where}: expected an object with keys {_KEYS}, got {self._kind(pos)}")
         info: dict[str, Any] = {}
         pos = self._space(pos + 1)
         if self.text.startswith("}", pos):
@@ -307,13 +305,6 @@ class _Scan:
             if last:
                 return info, pos
 
-    def _skip_scalar(self, pos: int, where: str) -> int:
-        """Past the value at ``pos`` when it is a scalar; a container is refused without reading it."""
-        c = self.text[pos : pos + 1]
-        if c in ("[", "{"):
-            raise ValueError(f"{where}: expected an object with keys {_KEYS}, got {self._kind(pos)}")
-        return self._value(pos, where, "", False)[1]
-
     def _metadata(self, pos: int) -> tuple[dict[str, str], int]:
         """``__metadata__``: an object of strings (or null, read as no metadata)."""
         text, where = self.text, f"{self.p}: __metadata__"
@@ -334,7 +325,7 @@ class _Scan:
                     got = self._kind(pos)
                 else:
                     value = self._value(pos, where, "a string", False)[0]
-                    got = f"{kind(value)} {short(value)}"
+                    got = f"{_kind_of(value)} {short(value)}"
                 raise ValueError(f"{where}[{short(key)}]: expected a string, got {got}")
             out[key], pos = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
             self._keep(100 + key.__sizeof__() + out[key].__sizeof__())
@@ -361,11 +352,10 @@ def _canonical(name: str, code: str, shape: str, begin_: str, end_: str, data_si
     return begin, end, name, code, dims
 
 
-def _region(where: str, name: str, info: Any, data_size: int) -> _Region:
-    """``(begin, end, name, dtype code, shape)`` of one header entry, checked."""
-    if type(info) is not dict or set(info) != set(_KEYS):
-        got = f"keys {short(sorted(info))}" if type(info) is dict else kind(info)
-        raise ValueError(f"{where}: expected an object with keys {_KEYS}, got {got}")
+def _region(where: str, name: str, info: dict[str, Any], data_size: int) -> _Region:
+    """``(begin, end, name, dtype code, shape)`` of one header entry read member by member, checked."""
+    if set(info) != set(_KEYS):
+        raise ValueError(f"{where}: expected an object with keys {_KEYS}, got keys {short(sorted(info))}")
     code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
     if type(code) is not str or code not in CODES:
         raise ValueError(f"{where}: dtype: expected {_EXPECTED['dtype']}, got {short(code)}")
