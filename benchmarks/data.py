@@ -2,7 +2,7 @@
 batch's latency, and what treekit's spec check costs.
 
     python benchmarks/data.py [--rows 100000] [--repeat 3] [--json PATH]
-    python benchmarks/data.py --device [--readers N]     # on an accelerator machine
+    python benchmarks/data.py --device [--readers N] [--epochs E]    # on an accelerator machine
 
 The file (made once, in a temporary folder): 100,000 rows in 20 row groups, ``image`` a uint8
 list of 32*32*3 values a row, ``label`` an int64, ``tokens`` an int64 list of 1 to 99 values.
@@ -14,13 +14,16 @@ extra): grain (``ParquetIterDataset``, a map that pads, ``batch``), petastorm
 reshaping: a floor for reading). The median of ``--repeat`` runs of each; ratios are what to
 compare (this machine is shared).
 
-``--device`` times the Parquet source with ``readers`` threads alone (the load time of a
-batch), then, for each ``--hidden`` width, a jitted step of an MLP per batch on the first
+``--device`` times the Parquet source alone with 1, 2, 4, 8, as many readers as cores and
+``--readers`` (rows per second and the first batch's latency; ``--readers``' rate is the load
+time of a batch), then, for each ``--hidden`` width, a jitted step of an MLP per batch on the first
 device (a TPU where there is one), fed three ways: synchronously (batch, then ``device_put``,
 then the step), through ``to_mesh`` with ``prefetch`` 0 and 2, and the step alone on one batch
 in place. Each loop's time is given over the step alone and over the ideal: the longer of the
 steps alone and the loads alone (a loader that hides all its work behind the steps, or the
-reverse). Every signature the loops meet compiles before the timing.
+reverse), and the ``to_mesh`` loops also from their first batch on (the steady state, the
+first batch's latency apart). Each loop reads the file ``--epochs`` times. Every signature the
+loops meet compiles before the timing.
 """
 
 from __future__ import annotations
@@ -227,23 +230,32 @@ def device(args: argparse.Namespace) -> dict[str, Any]:
 
     path = make_file(args.folder, args.rows)
 
-    def source() -> Any:
-        return data.batches(data.parquet(path, pad={"tokens": PAD}, reshape={"image": SHAPE}, readers=args.readers),
-                            BATCH, spec=spec())
+    def source(readers: int = args.readers, epochs: int = args.epochs) -> Any:
+        return data.batches(data.parquet(path, pad={"tokens": PAD}, reshape={"image": SHAPE}, readers=readers,
+                                         num_epochs=epochs), BATCH, spec=spec())
 
-    def source_rate() -> float:
+    def source_rate(readers: int) -> tuple[float, float]:
         start = time.perf_counter()
-        rows = sum(len(b["label"]) for b in source())
-        return rows / (time.perf_counter() - start)
+        first, rows = None, 0
+        for batch in source(readers, 1):
+            first = first or time.perf_counter() - start
+            rows += len(batch["label"])
+        return rows / (time.perf_counter() - start), first or 0.0
 
-    source_rate()  # (a warm-up: the file in the page cache)
-    rates = [source_rate() for _ in range(3)]
+    source_rate(args.readers)  # (a warm-up: the file in the page cache)
     results: dict[str, Any] = {"device": str(jax.devices()[0]), "jax": jax.__version__, "readers": args.readers,
-                               "source_rows_per_s": statistics.median(rates), "source_rates": rates}
-    print(f"source alone, {args.readers} readers: {[round(r) for r in rates]} rows/s", flush=True)
+                               "epochs": args.epochs}
+    for readers in sorted({1, 2, 4, 8, os.cpu_count() or 1, args.readers}):
+        got = [source_rate(readers) for _ in range(3)]
+        rates = [r for r, _ in got]
+        results[f"source readers {readers}"] = {"rows_per_s": statistics.median(rates), "rates": rates,
+                                                "first_batch_s": statistics.median(f for _, f in got)}
+        print(f"source alone, {readers} readers: {[round(r) for r in rates]} rows/s, first batch "
+              f"{statistics.median(f for _, f in got):.3f} s", flush=True)
+    load_s = BATCH / results[f"source readers {args.readers}"]["rows_per_s"]
     for hidden in args.hidden:
-        results[f"hidden {hidden}"] = one_model(jax, jnp, data, source, hidden, args.rows // BATCH,
-                                                 BATCH / results["source_rows_per_s"])
+        results[f"hidden {hidden}"] = one_model(jax, jnp, data, source, hidden, args.epochs * args.rows // BATCH,
+                                                 load_s)
     return results
 
 
@@ -287,12 +299,17 @@ def one_model(jax: Any, jnp: Any, data: Any, source: Any, hidden: int, count: in
 
     for prefetch in (0, 2):
         start = time.perf_counter()
-        out = w
+        out, first = w, 0.0
         with data.to_mesh(source(), prefetch=prefetch) as batches:
             for batch in batches:
+                first = first or time.perf_counter() - start
                 out = step(out, batch)
         jax.block_until_ready(out)
         got[f"to_mesh_prefetch{prefetch}_s"] = time.perf_counter() - start
+        got[f"to_mesh_prefetch{prefetch}_first_batch_s"] = first
+        # from the first batch on: the loop's steady state, beside the steps after the first
+        got[f"to_mesh_prefetch{prefetch}_after_first_over_step"] = (
+            (got[f"to_mesh_prefetch{prefetch}_s"] - first) / (alone * (count - 1) / count))
     ideal = max(alone, load_s * count)  # a loader that hides all loading behind the steps, or the reverse
     for key in ("synchronous_s", "to_mesh_prefetch0_s", "to_mesh_prefetch2_s"):
         got[key.replace("_s", "_over_step")] = got[key] / alone
@@ -307,6 +324,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--readers", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=1, help="--device: passes over the file in each loop")
     parser.add_argument("--hidden", type=int, nargs="+", default=[2048, 6144, 12288],
                         help="--device: the MLPs' widths (the steps' lengths)")
     parser.add_argument("--folder", default=os.path.join(tempfile.gettempdir(), "treekit-bench-data"))

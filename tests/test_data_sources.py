@@ -9,6 +9,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +165,36 @@ def test_num_epochs_none_repeats_for_ever(tmp_path: Path) -> None:
     source = iter(data.parquet(folder, columns=["index"], num_epochs=None))
     seen = [int(i) for _ in range(10) for i in next(source)["index"]]
     assert seen == list(range(16)) * 5
+
+
+def test_the_first_chunk_is_read_alone_and_never_more_than_readers_at_once(tmp_path: Path) -> None:
+    folder = write_spark_folder(tmp_path, rows=96, group=8)  # 12 row groups
+    source = data.parquet(folder, columns=["index"], readers=4)
+    read, lock = source._read, threading.Lock()
+    now, most, started = [0], [0], [0]
+
+    def counted(position: Any, unit: int) -> Any:
+        with lock:
+            now[0] += 1
+            started[0] += 1
+            most[0] = max(most[0], now[0])
+        try:
+            time.sleep(0.01)
+            return read(position, unit)
+        finally:
+            with lock:
+                now[0] -= 1
+
+    source._read = counted  # type: ignore[method-assign]
+    chunks = source.chunks()
+    first = next(chunks)
+    assert started[0] == 1  # the first chunk was read alone
+    rest = []
+    for k, chunk in enumerate(chunks, start=2):
+        assert started[0] <= k + 7  # at most 2 * readers row groups asked for beyond those taken
+        rest.append(chunk)
+    assert most[0] <= 4
+    assert [int(i) for c in [first, *rest] for i in c.leaves[0]] == list(range(96))
 
 
 def test_the_state_resumes_at_the_next_chunk(tmp_path: Path) -> None:
