@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import treekit as tk
@@ -291,7 +291,7 @@ def test_assert_trees_all_close_lists_failing_paths_with_errors() -> None:
     )
     with pytest.raises(AssertionError, match="^" + re.escape(message) + "$"):
         tk.assert_trees_all_close(a, b, rtol=1e-3)
-    tk.assert_trees_all_close(a, {**b, "w": a["w"] + 1e-4, "b": np.zeros(2)}, 0, 1e-3)
+    tk.assert_trees_all_close(a, {**b, "w": a["w"] + 1e-4, "b": np.zeros(2)}, rtol=0, atol=1e-3)
     tk.assert_trees_all_close([np.float32(1.0), 2], [1.0, np.int64(2)])  # dtypes are not compared
 
 
@@ -301,8 +301,8 @@ def test_assert_trees_all_close_reports_structure_first() -> None:
         tk.assert_trees_all_close({}, {"x": 1})
 
 
-def test_assert_trees_all_equal_is_exact_and_dtype_strict() -> None:
-    tk.assert_trees_all_equal([np.array([np.nan, 1.0]), "s", None], [np.array([np.nan, 1.0]), "s", None])
+def test_assert_trees_all_equal_is_exact_and_dtype_strict_with_strict() -> None:
+    tk.assert_trees_all_equal([np.array([np.nan, 1.0]), "s", None], [np.array([np.nan, 1.0]), "s", None], strict=True)
     message = (
         "b is not equal to a: 3 differences\n"
         "b[0]: expected the values of a[0], got 1 of 2 different (max abs error 1e-12, max rel error 1e-12)\n"
@@ -311,8 +311,72 @@ def test_assert_trees_all_equal_is_exact_and_dtype_strict() -> None:
     )
     with pytest.raises(AssertionError, match="^" + re.escape(message) + "$"):
         tk.assert_trees_all_equal(
-            [np.array([1.0, 1.0]), np.zeros(2, np.int32), 1], [np.array([1.0, 1.0 + 1e-12]), np.zeros(2, np.int64), 1.0]
+            [np.array([1.0, 1.0]), np.zeros(2, np.int32), 1],
+            [np.array([1.0, 1.0 + 1e-12]), np.zeros(2, np.int64), 1.0],
+            strict=True,
         )
+
+
+def test_the_asserts_take_chex_s_call_forms_and_give_chex_s_results() -> None:
+    a, b = {"w": np.ones(3)}, {"w": np.ones(3)}
+    c = {"w": np.array([1.0, 2.0, 1.0])}
+    with pytest.raises(AssertionError, match=r"^tree 2 \(b\) is not close to tree 0 \(a\)"):
+        tk.assert_trees_all_close(a, b, c)  # the third tree is a tree (it was once rtol)
+    with pytest.raises(AssertionError, match=r"^tree 3 \(b\) is not equal to tree 0"):
+        tk.assert_trees_all_equal(a, b, a, c, a)
+    with pytest.raises(AssertionError, match="takes rtol and atol as keywords"):
+        tk.assert_trees_all_close(a, {"w": np.ones(3) + 1e-3}, 1e-2)
+    with pytest.raises(ValueError, match="expected at least 2 trees, got 1"):
+        tk.assert_trees_all_equal(a)
+    # rtol is a fraction of the later tree's values, as numpy.testing.assert_allclose(x, y)
+    tk.assert_trees_all_close([1.0], [1.1], rtol=0.1 / 1.1 + 1e-12)
+    with pytest.raises(AssertionError):
+        tk.assert_trees_all_close([1.1], [1.0], rtol=0.1 / 1.1 + 1e-12)
+    np.testing.assert_allclose(1.0, 1.1, rtol=0.1 / 1.1 + 1e-12)  # (what chex calls)
+    # a scalar against an array of equal values, and 3 against 3.0: equal unless strict
+    tk.assert_trees_all_equal({"a": np.array([1.0])}, {"a": np.array(1.0)})
+    tk.assert_trees_all_close({"a": np.float32(2.0)}, {"a": np.full((2, 2), 2.0)})
+    tk.assert_trees_all_equal([3], [3.0])
+    for strict_only in ([{"a": np.array([1.0])}, {"a": np.array(1.0)}], [[np.zeros(2, np.float32)], [np.zeros(2)]]):
+        tk.assert_trees_all_close(*strict_only)
+        with pytest.raises(AssertionError):
+            tk.assert_trees_all_close(*strict_only, strict=True)
+    with pytest.raises(AssertionError, match="expected shape \\(2,\\), got shape \\(3,\\)"):
+        tk.assert_trees_all_equal([np.zeros(2)], [np.zeros(3)])  # only a scalar broadcasts
+
+
+_close_pairs = st.tuples(
+    st.lists(st.floats(-4, 4, width=32), min_size=1, max_size=4),
+    # errors relative to x: 0.105 is within rtol=0.1 of |y| = 1.105 |x|, not of |x|
+    st.lists(st.floats(-2**-17, 2**-17) | st.sampled_from([0.0, 0.05, 0.105, -0.105, 0.5]), min_size=1, max_size=4),
+    st.sampled_from([(), (1,), "same"]),
+    st.sampled_from(["float32", "float64"]),
+)
+
+
+@given(_close_pairs, st.sampled_from([1e-6, 1e-4, 0.1, 0.0]), st.sampled_from([0.0, 1e-6]), st.booleans())
+@example(([1.0, -2.0], [0.105], "same", "float64"), 0.1, 0.0, False)  # rtol is a fraction of |y|
+def test_the_asserts_agree_with_chex(pair: Any, rtol: float, atol: float, strict: bool) -> None:
+    chex = pytest.importorskip("chex")
+    values, noise, shape, dtype = pair
+    x = np.array(values, np.float64)
+    y = (x * (1 + np.resize(np.array(noise), x.shape))).astype(dtype)
+    x = x.astype(np.float32)
+    if shape != "same":  # a scalar against an array of its value, as tests write them
+        x, y = np.full(shape or (), values[0], np.float32), np.array(values[0], dtype)
+    for ours, theirs, kwargs in (
+        (tk.assert_trees_all_close, chex.assert_trees_all_close, {"rtol": rtol, "atol": atol, "strict": strict}),
+        (tk.assert_trees_all_equal, chex.assert_trees_all_equal, {"strict": strict}),
+    ):
+        for trees in (({"w": x}, {"w": y}), ({"w": x}, {"w": x}, {"w": y})):
+            outcomes = []
+            for check in (ours, theirs):
+                try:
+                    check(*trees, **kwargs)
+                    outcomes.append("passed")
+                except AssertionError:
+                    outcomes.append("failed")
+            assert outcomes[0] == outcomes[1], (ours.__name__, trees, kwargs)
 
 
 def test_value_comparison_of_jax_arrays_without_conversions() -> None:

@@ -93,6 +93,9 @@ CASES = [
     ("Python numbers count nothing, numpy scalars one", tree_size, ({"a": 1.0, "b": (2, np.int8(3))},), 1),
     ("number bytes: numpy scalars only", tree_bytes, ([1.0, np.float32(2)],), 4),
     ("None is no leaf", tree_size, ({"a": None},), 0),
+    ("a None in tree_x stays None, as optax", tree_add_scale, ({"w": 1.0, "f": None}, 2.0, {"w": 1.0, "f": 3.0}),
+     {"w": 3.0, "f": None}),
+    ("tree_add_scale of None is None, as optax", tree_add_scale, (None, 1, np.ones(3)), None),
 ]
 
 

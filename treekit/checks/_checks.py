@@ -216,6 +216,14 @@ def tree_diff(
     Returns:
         A :class:`TreeDiff` (a list of :class:`Difference`), empty if nothing differs.
     """
+    return _diff(a, b, shapes, dtypes, values, rtol, atol, is_leaf)
+
+
+def _diff(
+    a: Any, b: Any, shapes: bool, dtypes: bool, values: bool, rtol: float, atol: float, is_leaf: IsLeaf | None,
+    scalars: bool = False, of_y: bool = False,
+) -> TreeDiff:
+    """:func:`tree_diff`, and chex's leaf rules (see :func:`leaf_differences`) for the asserts."""
     out = TreeDiff()
     out._trees = (a, b, is_leaf)
     items, paths = align(a, b, "b", is_leaf, is_leaf)
@@ -224,7 +232,7 @@ def tree_diff(
             out.append(item)
         else:
             i, x, y = item
-            found = leaf_differences(x, y, shapes, dtypes, values, rtol, atol)
+            found = leaf_differences(x, y, shapes, dtypes, values, rtol, atol, scalars, of_y)
             if found:
                 path = paths[i]
                 out.extend(Difference(path, *d) for d in found)
@@ -389,16 +397,39 @@ def _report(header: str, diff: TreeDiff) -> str:
     return f"{header}: {len(diff)} difference{'' if len(diff) == 1 else 's'}\n{diff.format(limit=0)}"
 
 
-def assert_trees_all_close(
-    a: Any, b: Any, rtol: float = 1e-6, atol: float = 0.0, *, is_leaf: IsLeaf | None = None
+def _assert_all(
+    trees: tuple[Any, ...], what: str, strict: bool, rtol: float, atol: float, is_leaf: IsLeaf | None, name: str,
+    tolerance: str = "",
 ) -> None:
-    """Assert ``b`` has ``a``'s structure and shapes, and values within tolerance (as chex's).
+    """chex's comparison of ``trees[0]`` with each later tree; the first that differs raises."""
+    __tracebackhide__ = True
+    if len(trees) < 2:
+        raise ValueError(f"{name}: expected at least 2 trees, got {len(trees)}")
+    for i, tree in enumerate(trees[1:], start=1):
+        diff = _diff(trees[0], tree, strict, strict, True, rtol, atol, is_leaf, scalars=not strict, of_y=True)
+        if not diff:
+            continue
+        header = (f"b is {what} a" if len(trees) == 2 else f"tree {i} (b) is {what} tree 0 (a)") + tolerance
+        text = _report(header, diff)
+        numbers = [j for j, t in enumerate(trees) if j >= 2 and is_number(t)]
+        if numbers and not is_number(trees[0]):
+            text += (f"\n{name} takes rtol and atol as keywords (as chex's); every positional argument is a "
+                     f"tree: got {trees[numbers[0]]!r} as tree {numbers[0]}")
+        raise AssertionError(text)
 
-    Each leaf ``y`` of ``b`` must satisfy ``|y - x| <= atol + rtol * |x|`` elementwise against
-    ``a``'s leaf ``x`` (``numpy.isclose(y, x)``; NaN equals NaN). Dtypes are not compared.
+
+def assert_trees_all_close(
+    *trees: Any, rtol: float = 1e-6, atol: float = 0.0, strict: bool = False, is_leaf: IsLeaf | None = None
+) -> None:
+    """Assert every tree has the first's structure and values within tolerance (chex's).
+
+    Each leaf ``x`` of ``trees[0]`` and ``y`` of a later tree must satisfy
+    ``|x - y| <= atol + rtol * |y|`` elementwise (``numpy.testing.assert_allclose(x, y)``, as
+    chex; NaN equals NaN). As chex's, by default a scalar matches an array of equal values and
+    dtypes are not compared; ``strict=True`` compares shapes and dtypes too.
 
     >>> import numpy as np
-    >>> assert_trees_all_close({'w': np.ones(3)}, {'w': np.ones(3) + 1e-9})
+    >>> assert_trees_all_close({'w': np.ones(3)}, {'w': np.ones(3) + 1e-9}, {'w': np.ones(3)})
     >>> assert_trees_all_close({'w': np.ones(4), 'b': 0.5}, {'w': np.array([1, 1.5, 1, 3]), 'b': 0.5})
     Traceback (most recent call last):
     ...
@@ -406,31 +437,33 @@ def assert_trees_all_close(
     b['w']: expected the values of a['w'], got 2 of 4 different (max abs error 2, max rel error 2)
 
     Args:
-        a: The reference tree.
-        b: The tree checked against it.
-        rtol: Relative tolerance, a fraction of ``|a|`` (chex's default).
+        *trees: Two or more trees; each is compared with the first.
+        rtol: Relative tolerance, a fraction of the later tree's ``|y|`` (chex's default).
         atol: Absolute tolerance.
+        strict: Shapes and dtypes must match exactly (chex's ``strict``).
         is_leaf: As in :func:`tree_diff`.
 
     Raises:
-        AssertionError: Listing every difference (structure, shapes, values), one per line,
-            with the largest absolute and relative error of each leaf.
+        AssertionError: Listing every difference (structure, shapes, values) between the first
+            tree and the first later tree that differs, one per line, with the largest absolute
+            and relative error of each leaf.
+        ValueError: Given fewer than 2 trees.
     """
     __tracebackhide__ = True
-    diff = tree_diff(a, b, dtypes=False, values=True, rtol=rtol, atol=atol, is_leaf=is_leaf)
-    if diff:
-        raise AssertionError(_report(f"b is not close to a (rtol={rtol}, atol={atol})", diff))
+    _assert_all(trees, "not close to", strict, rtol, atol, is_leaf, "assert_trees_all_close",
+                f" (rtol={rtol}, atol={atol})")
 
 
-def assert_trees_all_equal(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> None:
-    """Assert ``b`` equals ``a``: structure, shapes, dtypes (types for non-arrays) and values.
+def assert_trees_all_equal(*trees: Any, strict: bool = False, is_leaf: IsLeaf | None = None) -> None:
+    """Assert every tree equals the first: structure and values (chex's); with ``strict=True``,
+    shapes and dtypes (types for non-arrays) too.
 
-    Stricter than chex's default: ``float32`` against ``float64``, or ``1`` against ``1.0``,
-    differ. NaN equals NaN.
+    As chex's, by default ``1`` equals ``1.0`` and a scalar equals an array of that value;
+    NaN equals NaN.
 
     >>> import numpy as np
-    >>> assert_trees_all_equal([np.arange(3), 'relu'], [np.arange(3), 'relu'])
-    >>> assert_trees_all_equal([np.arange(3), 'relu'], [np.arange(3.0), 'gelu'])
+    >>> assert_trees_all_equal([np.arange(3), 'relu'], [np.arange(3.0), 'relu'])
+    >>> assert_trees_all_equal([np.arange(3), 'relu'], [np.arange(3.0), 'gelu'], strict=True)
     Traceback (most recent call last):
     ...
     AssertionError: b is not equal to a: 2 differences
@@ -438,14 +471,14 @@ def assert_trees_all_equal(a: Any, b: Any, *, is_leaf: IsLeaf | None = None) -> 
     b[1]: expected 'relu', got 'gelu'
 
     Args:
-        a: The reference tree.
-        b: The tree checked against it.
+        *trees: Two or more trees; each is compared with the first.
+        strict: Shapes and dtypes (and the types of non-array leaves) must match too.
         is_leaf: As in :func:`tree_diff`.
 
     Raises:
-        AssertionError: Listing every difference, one per line.
+        AssertionError: Listing every difference between the first tree and the first later
+            tree that differs, one per line.
+        ValueError: Given fewer than 2 trees.
     """
     __tracebackhide__ = True
-    diff = tree_diff(a, b, values=True, rtol=0.0, atol=0.0, is_leaf=is_leaf)
-    if diff:
-        raise AssertionError(_report("b is not equal to a", diff))
+    _assert_all(trees, "not equal to", strict, 0.0, 0.0, is_leaf, "assert_trees_all_equal")

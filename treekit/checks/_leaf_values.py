@@ -18,9 +18,20 @@ def is_number(x: Any) -> bool:
 
 
 def leaf_differences(
-    x: Any, y: Any, shapes: bool, dtypes: bool, values: bool, rtol: float, atol: float
+    x: Any, y: Any, shapes: bool, dtypes: bool, values: bool, rtol: float, atol: float,
+    scalars: bool = False, of_y: bool = False,
 ) -> list[tuple[str, Any, Any]]:
-    """How leaf ``y`` differs from leaf ``x``: ``(kind, left, right)`` of each :class:`Difference`."""
+    """How leaf ``y`` differs from leaf ``x``: ``(kind, left, right)`` of each :class:`Difference`.
+
+    ``scalars``: a scalar (0-d) against an array compares with each of its elements, as
+    ``numpy.testing.assert_array_equal`` does (chex's non-strict asserts); ``of_y``: ``rtol``
+    is a fraction of ``|y|``, not of ``|x|`` (``assert_allclose(x, y)``, as chex calls it).
+    """
+    if scalars and values and _one_scalar(x, y):
+        import numpy as np
+
+        x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
+        return [] if _close(x, y, rtol, atol, of_y) else [("value", x, y)]
     if is_array(x) and is_array(y):
         out: list[tuple[str, Any, Any]] = []
         same_shape = tuple(x.shape) == tuple(y.shape)
@@ -28,7 +39,7 @@ def leaf_differences(
             out.append(("shape", tuple(x.shape), tuple(y.shape)))
         if dtypes and dtype_name(x.dtype) != dtype_name(y.dtype):
             out.append(("dtype", dtype_name(x.dtype), dtype_name(y.dtype)))
-        if values and same_shape and not _close(x, y, rtol, atol):
+        if values and same_shape and not _close(x, y, rtol, atol, of_y):
             out.append(("value", x, y))
         return out
     if dtypes and (is_array(x) or is_array(y) or type(x) is not type(y)):
@@ -40,8 +51,18 @@ def leaf_differences(
 
         if np.shape(x) != np.shape(y):
             return [("shape", np.shape(x), np.shape(y))]
-        return [] if _close(x, y, rtol, atol) else [("value", x, y)]
+        return [] if _close(x, y, rtol, atol, of_y) else [("value", x, y)]
     return [] if _equal(x, y) else [("value", x, y)]
+
+
+def _one_scalar(x: Any, y: Any) -> bool:
+    """Whether ``x`` and ``y`` are numbers or numeric arrays of other shapes, one of them 0-d."""
+    import numpy as np
+
+    if not all((is_array(v) and not is_key_dtype(v.dtype)) or is_number(v) for v in (x, y)):
+        return False
+    sx, sy = np.shape(x), np.shape(y)
+    return bool(sx != sy and (sx == () or sy == ()))
 
 
 def _equal(x: Any, y: Any) -> bool:
@@ -89,7 +110,8 @@ def _unequal_mask(x: Any, y: Any) -> tuple[Any, Any, Any]:
     return ~equal, af, bf
 
 
-def _close(x: Any, y: Any, rtol: float, atol: float) -> bool:
+def _close(x: Any, y: Any, rtol: float, atol: float, of_y: bool = False) -> bool:
+    """Whether ``|y - x| <= atol + rtol * |x|`` everywhere (``|y|`` with ``of_y``), NaN matching NaN."""
     import numpy as np
 
     unequal, af, bf = _unequal_mask(x, y)
@@ -97,6 +119,8 @@ def _close(x: Any, y: Any, rtol: float, atol: float) -> bool:
         return True
     if af is None or bf is None or (rtol == 0 and atol == 0):
         return False
+    if of_y:
+        af, bf = bf, af
     with np.errstate(invalid="ignore"):
         return bool(np.isclose(bf[unequal], af[unequal], rtol=rtol, atol=atol).all())
 

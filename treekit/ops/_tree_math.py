@@ -98,16 +98,24 @@ def loaded_jax() -> ModuleType | None:
     return sys.modules.get("jax")
 
 
-def zip_trees(name: str, f: Callable[..., Any], tree_x: Any, others: dict[str, Any], first: str = "tree_x") -> Any:
+def _is_none(x: Any) -> bool:
+    return x is None
+
+
+def zip_trees(
+    name: str, f: Callable[..., Any], tree_x: Any, others: dict[str, Any], first: str = "tree_x", nones: bool = False
+) -> Any:
     """``f`` over the leaves of ``tree_x`` and the matching leaves of the other trees.
 
     Each other tree must have ``tree_x``'s structure exactly (a leaf where it has one); a
     mismatch raises StructureMismatchError labelled with that tree's argument name. If ``f``
     raises, the error gets a note naming ``name``, the key path and the trees (as
     :func:`treekit.tree_map`'s): ``tree_add: x + y raised at ['w'] (leaves of tree_x, tree_y)``.
+    With ``nones``, ``None`` is a leaf (``f`` gets it), as optax's ``is_leaf=lambda x: x is None``.
     """
-    leaves, treedef, _ = flatten(tree_x)
-    columns = [leaves, *(treedef._guide(tree, label, strict=True) for label, tree in others.items())]
+    is_leaf = _is_none if nones else None
+    leaves, treedef, _ = flatten(tree_x, is_leaf)
+    columns = [leaves, *(treedef._guide(tree, label, strict=True, is_leaf=is_leaf) for label, tree in others.items())]
 
     def path_of(index: int) -> KeyPath:
         paths = flatten(tree_x, None, True)[2]
@@ -295,6 +303,11 @@ def tree_add_scale(tree_x: Any, scalar: Any, tree_y: Any) -> Any:
     >>> tree_add_scale({'w': 1.0}, 0.5, {'w': 4.0})
     {'w': 3.0}
 
+    A ``None`` in ``tree_x`` stays ``None`` (a frozen leaf; as optax), whatever leaf ``tree_y`` holds there:
+
+    >>> tree_add_scale({'w': 1.0, 'frozen': None}, 0.5, {'w': 4.0, 'frozen': 2.0})
+    {'w': 3.0, 'frozen': None}
+
     Args:
         tree_x: A tree of arrays or numbers.
         scalar: A number or 0-d array.
@@ -306,7 +319,10 @@ def tree_add_scale(tree_x: Any, scalar: Any, tree_y: Any) -> Any:
     Raises:
         StructureMismatchError: If ``tree_y`` differs from ``tree_x``; labelled ``tree_y``.
     """
-    return zip_trees("tree_add_scale: x + scalar * y", lambda x, y: x + scalar * y, tree_x, {"tree_y": tree_y})
+    def add_scale(x: Any, y: Any) -> Any:
+        return None if x is None else x + scalar * y
+
+    return zip_trees("tree_add_scale: x + scalar * y", add_scale, tree_x, {"tree_y": tree_y}, nones=True)
 
 
 def tree_axpy(scalar: Any, tree_x: Any, tree_y: Any) -> Any:
