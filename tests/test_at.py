@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import pytest
 from hypothesis import given
@@ -15,6 +15,7 @@ from treekit import (
     FlattenedIndexKey,
     GetAttrKey,
     SequenceKey,
+    StructureKeyError,
     StructureMismatchError,
     keystr,
     register_pytree_node,
@@ -26,7 +27,7 @@ from treekit import (
     tree_set,
     tree_structure,
 )
-from treekit.params import flatten_dict
+from treekit.params import flatten_dict, tree_get_all_with_path
 
 
 def numbered(skeleton: Any) -> Any:
@@ -92,7 +93,12 @@ def test_every_path_form_reaches_every_leaf(skeleton: Any, sep: str) -> None:
     except ValueError:  # two leaves with the same flat key: nothing to look up
         return
     for key, leaf in flat.items():
-        assert tree_get(tree, key, sep=sep) == leaf
+        named = tree_get_all_with_path(tree, key) if sep not in key else []
+        if len(named) > 1:  # a key without sep is a name (optax's form): found at several places
+            with pytest.raises(StructureKeyError, match="places"):
+                tree_get(tree, key, sep=sep)
+            continue
+        assert tree_get(tree, key, sep=sep) == (named[0][1] if named else leaf)
         assert tree_get(tree_set(tree, key, "new", sep=sep), key, sep=sep) == "new"
 
 
@@ -168,8 +174,8 @@ ERRORS = [
         "tree[0]['biases'][0]: expected a node with a child [1], got leaf 0.5",
     ),
     (
-        lambda: tree_get(PARAMS, "0.weights"),
-        "tree: expected a child '0.weights', got list of length 1\n"
+        lambda: tree_set(PARAMS, "0.weights", 1),  # (a name, optax's form: tree_get gives None, as optax)
+        "tree: expected a key named '0.weights', got none\n"
         "write key paths as keystr gives them (\"[0]['weights']\", \".layers[1]\"), as flatten_dict's keys "
         "('0/weights'), or as a tuple of keys ((0, 'weights'))",
     ),
@@ -512,19 +518,98 @@ def test_a_bare_name_is_looked_up_anywhere_as_optax_does() -> None:
     new = tree_set(state, "count", 7)
     assert tree_get(new, "count") == 7 and tree_get(state, "count") == 0
     assert tree_get(params, "w") is params["linear"]["w"]
-    assert tree_get({"w": 1, "a": {"w": 2}}, "w") == 1  # a child of the root wins: no search
+    assert tree_get(state, "ScaleByAdamState") is state[0]  # a namedtuple by its class name
+    assert tree_get(params, "ema") is None and tree_get(params, "ema", 0.9) == 0.9  # optax's default
 
 
-def test_a_bare_name_at_several_places_lists_them() -> None:
-    tree = {"enc": {"w": 1}, "dec": [{"w": 2}]}
+def test_a_bare_name_at_several_places_lists_them_in_a_key_error() -> None:
+    tree = {"enc": {"w": 1}, "dec": [{"w": 2}], "w": 0}
     message = (
-        "tree: expected a child 'w', got 2 places named 'w'\n"
-        "pass the whole key path of one of them: ['dec'][0]['w'], ['enc']['w']"
+        "tree: expected one place named 'w', got 3 places\n"
+        "pass the whole key path of one of them: ['dec'][0]['w'], ['enc']['w'], ['w']"
     )
-    with pytest.raises(StructureMismatchError, match=f"^{re.escape(message)}$"):
-        tree_get(tree, "w")
-    with pytest.raises(StructureMismatchError, match="got dict with keys"):
-        tree_get(tree, "nowhere")
+    for call in (lambda: tree_get(tree, "w"), lambda: tree_set(tree, "w", 5)):
+        with pytest.raises(KeyError) as caught:
+            call()
+        assert isinstance(caught.value, StructureMismatchError) and str(caught.value) == message
+    assert tree_get(tree, ("w",)) == 0 == tree_get(tree, "['w']")  # a path from the root says which
+    with pytest.raises(KeyError, match="expected a key named 'ema', got none"):
+        tree_set(tree, ema=1)
+    with pytest.raises(KeyError, match="the filtering function kept none of them"):
+        tree_set(tree, lambda path, value: False, w=1)
+    with pytest.raises(TypeError, match="filtering: expected None with a key path"):
+        tree_get(tree, ("w",), filtering=lambda path, value: True)
+    with pytest.raises(TypeError, match="tree_set: expected"):
+        tree_set(tree, "w")
+
+
+class _Adam(NamedTuple):
+    count: Any
+    mu: Any
+
+
+class _Noise(NamedTuple):
+    count: Any
+    rng: Any
+
+
+_NAMES = ["count", "mu", "lr", "rng", "_Adam", "_Noise"]
+_states = st.recursive(
+    st.integers(0, 9),
+    lambda children: st.one_of(
+        st.dictionaries(st.sampled_from(["count", "mu", "lr", "x"]), children, max_size=3),
+        st.lists(children, max_size=2),
+        st.builds(_Adam, children, children),
+        st.builds(_Noise, children, children),
+    ),
+    max_leaves=8,
+)
+
+
+def _outcome(call: Any) -> Any:
+    try:
+        return ("value", call())
+    except KeyError:
+        return ("KeyError", None)
+
+
+@given(_states, st.sampled_from(_NAMES), st.sampled_from([None, "ints"]))
+def test_names_find_and_set_what_optax_s_do(state: Any, name: str, filter_kind: Any) -> None:
+    optax = pytest.importorskip("optax")
+    otu = optax.tree_utils
+    filtering = (lambda path, value: isinstance(value, int)) if filter_kind else None
+
+    def found(pairs: Any) -> list[tuple[str, Any]]:
+        return sorted(("".join(str(e) for e in path), repr(value)) for path, value in pairs)
+
+    ours = tree_get_all_with_path(state, name, filtering)
+    assert found(ours) == found(otu.tree_get_all_with_path(state, name, filtering))
+    assert _outcome(lambda: tree_get(state, name, None, filtering)) == _outcome(
+        lambda: otu.tree_get(state, name, None, filtering)
+    )
+    ours_set, theirs_set = (_outcome(lambda f=f: f(state, filtering, **{name: 99})) for f in (tree_set, otu.tree_set))
+    if ours_set != theirs_set:
+        # optax's tree_set does not look below a node that lacks the name itself, so it leaves
+        # a place its own tree_get_all_with_path finds: treekit sets every place found
+        assert ours_set[0] == theirs_set[0] == "value"
+        nines = [sum(leaf == 99 for leaf in tree_leaves(tree)) for tree in (ours_set[1], theirs_set[1])]
+        assert nines[0] > nines[1]
+    if ours_set[0] == "value":  # every place found, but those inside another one, now holds 99
+        for path, _ in ours:
+            if not any(path[: len(other)] == other and path != other for other, _ in ours):
+                assert _follow(ours_set[1], path) == 99
+
+
+def _follow(tree: Any, path: Any) -> Any:
+    """The place at ``path``, a key path as tree_get_all_with_path gives it."""
+    for entry in path:
+        if isinstance(entry, DictKey):
+            tree = tree[entry.key]
+        elif isinstance(entry, SequenceKey):
+            tree = tree[entry.idx]
+        else:  # a NamedTupleKey
+            tree = getattr(tree, entry.name)
+    return tree
 
 
 # -- a registered flatten function that raises (issue 21 item 1) ----------------------------------

@@ -35,6 +35,7 @@ from treekit.core import KeyPath as KeyPath
 from treekit.core import SequenceKey as SequenceKey
 from treekit.core import ShapeDtype as ShapeDtype
 from treekit.core import StructureAssertionError as StructureAssertionError
+from treekit.core import StructureKeyError as StructureKeyError
 from treekit.core import StructureMismatchError as StructureMismatchError
 from treekit.core import TransposeMismatchError as TransposeMismatchError
 from treekit.core import TreeCycleError as TreeCycleError
@@ -160,6 +161,7 @@ __all__ = [
     "SpecMismatchError",
     "SpecWildcard",
     "StructureAssertionError",
+    "StructureKeyError",
     "StructureMismatchError",
     "TransposeMismatchError",
     "TreeCycleError",

@@ -25,6 +25,7 @@ and ``treekit.ops._tree_random``, the path functions in
 
 from __future__ import annotations
 
+from treekit.ops import NamedTupleKey as NamedTupleKey
 from treekit.ops import Path as Path
 from treekit.ops import combine as combine
 from treekit.ops import flatten_dict as flatten_dict
@@ -46,6 +47,7 @@ from treekit.ops import tree_div as tree_div
 from treekit.ops import tree_dtype as tree_dtype
 from treekit.ops import tree_full_like as tree_full_like
 from treekit.ops import tree_get as tree_get
+from treekit.ops import tree_get_all_with_path as tree_get_all_with_path
 from treekit.ops import tree_max as tree_max
 from treekit.ops import tree_min as tree_min
 from treekit.ops import tree_mul as tree_mul
@@ -84,6 +86,7 @@ from treekit.optim import tree_update_moment as tree_update_moment
 from treekit.optim import tree_update_moment_per_elem_norm as tree_update_moment_per_elem_norm
 
 __all__ = [
+    "NamedTupleKey",
     "GradientTransformation",
     "Path",
     "adam",
@@ -117,6 +120,7 @@ __all__ = [
     "tree_dtype",
     "tree_full_like",
     "tree_get",
+    "tree_get_all_with_path",
     "tree_map_params",
     "tree_max",
     "tree_min",

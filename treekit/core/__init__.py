@@ -20,6 +20,7 @@ from treekit.core._describe import leaf_size as leaf_size
 from treekit.core._describe import shape_text as shape_text
 from treekit.core._errors import Caller as Caller
 from treekit.core._errors import StructureAssertionError as StructureAssertionError
+from treekit.core._errors import StructureKeyError as StructureKeyError
 from treekit.core._errors import StructureMismatchError as StructureMismatchError
 from treekit.core._errors import TransposeMismatchError as TransposeMismatchError
 from treekit.core._errors import TreeCycleError as TreeCycleError

@@ -167,6 +167,25 @@ class TransposeMismatchError(StructureMismatchError, TypeError):
     __module__ = "treekit"
 
 
+class StructureKeyError(StructureMismatchError, KeyError):
+    """A key name a tree does not hold, or holds at several places, where the peer whose name
+    treekit uses raises ``KeyError`` (optax's ``tree_set``, ``tree_get``): a
+    :class:`StructureMismatchError` (so a ``ValueError``) that is also a ``KeyError``, so
+    ``except KeyError`` written for the peer keeps working; its message is not quoted as a
+    plain ``KeyError``'s.
+
+    >>> from treekit.params import tree_set
+    >>> try:
+    ...     tree_set({'adam': {'count': 3}}, ema=0.9)
+    ... except KeyError as err:
+    ...     print(type(err).__name__, isinstance(err, ValueError), err)
+    StructureKeyError True tree: expected a key named 'ema', got none
+    """
+
+    __module__ = "treekit"
+    __str__ = BaseException.__str__
+
+
 class TreeCycleError(ValueError):
     """A container is its own descendant; ``path`` is where the cycle closes.
 

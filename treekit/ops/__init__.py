@@ -1,5 +1,6 @@
 # Lives here: _ops.py (flatten, map), _fold.py, _rearrange.py, _tree_math.py, _tree_reduce.py, _stats.py,
-# _tree_random.py, _at.py and _where.py (tree_at), _partition.py, _stack.py, _flat_dicts.py, ...;
+# _tree_random.py, _at.py and _where.py (tree_at), _named.py (optax's search by key name), _partition.py,
+# _stack.py, _flat_dicts.py, ...;
 # those that import numpy at load, and the seldom used, give their names on first use.
 # May import: core. Start at _ops.py (tree_flatten, tree_map), then _fold.py (reduce).
 """Whole-tree functions: flatten/map/reduce/transpose, tree math, tree_at/get/set, partition, stacking, flat dicts."""
@@ -16,6 +17,8 @@ from treekit.ops._fold import all_leaves as all_leaves
 from treekit.ops._fold import tree_all as tree_all
 from treekit.ops._fold import tree_reduce as tree_reduce
 from treekit.ops._fold import tree_reduce_associative as tree_reduce_associative
+from treekit.ops._named import NamedTupleKey as NamedTupleKey
+from treekit.ops._named import tree_get_all_with_path as tree_get_all_with_path
 from treekit.ops._ops import PyTree as PyTree
 from treekit.ops._ops import tree_flatten as tree_flatten
 from treekit.ops._ops import tree_flatten_with_path as tree_flatten_with_path

@@ -27,10 +27,10 @@ from treekit.core import (
     IsLeaf,
     KeyPath,
     SequenceKey,
+    StructureKeyError,
     StructureMismatchError,
     describe,
     describe_value,
-    flatten,
     flatten_noted,
     keystr,
     lookup,
@@ -38,9 +38,12 @@ from treekit.core import (
     simple_text,
     unflatten_node,
 )
+from treekit.ops._named import Filtering, find_named
 from treekit.ops._where import where_paths
 
 __all__ = ["Path", "tree_at", "tree_get", "tree_set"]
+
+_MISSING: Any = object()
 
 Path = Union[KeyPath, str, Sequence[Any]]
 """A key path: a tuple of key entries, its ``keystr``, a ``flatten_dict`` key, or a tuple or
@@ -160,15 +163,6 @@ def _descend(tree: Any, path: Any, label: str, sep: str) -> tuple[list[_Frame], 
             index, next_pos = _simple_index(path, pos, keys, sep)
         else:
             index, next_pos = _key_index(step, keys), pos + 1
-        if index < 0 and pos == 0 and is_str and not keystr_form and sep not in path:
-            named = _named(tree, path, label)  # optax's form: a bare key name, found anywhere
-            if len(named) == 1:
-                return _descend(tree, named[0], label, sep)
-            if named:
-                raise StructureMismatchError(
-                    label, (), f"a child {path!r}", f"{len(named)} places named {path!r}", None,
-                    "pass the whole key path of one of them: " + ", ".join(keystr(p) for p in named[:5]),
-                )
         if index < 0:
             token, hint = _token(path, pos, keystr_form, sep)
             raise StructureMismatchError(
@@ -181,21 +175,34 @@ def _descend(tree: Any, path: Any, label: str, sep: str) -> tuple[list[_Frame], 
     return frames, node
 
 
-def _named(tree: Any, name: str, label: str) -> list[KeyPath]:
-    """The key paths, in flatten order, of every node or leaf whose own key is named ``name``."""
-    found: list[KeyPath] = []
-
-    def visit(path: KeyPath, _: Any) -> bool:
-        if path and type(plain_key(path[-1])) is str and simple_text(path[-1]) == name:
-            found.append(path)
-        return False
-
-    flatten(tree, visit, with_path=True, leaf_takes_path=True, label=label)  # the one walk: cycles, depth
-    return found
+def _is_name(key: Any, sep: str) -> bool:
+    """Whether ``key`` is a bare name (optax's form): a string, no ``keystr``, without ``sep``."""
+    return isinstance(key, str) and bool(key) and key[0] not in "[." and sep not in key
 
 
-def tree_get(tree: Any, path: Path, *, sep: str = "/") -> Any:
-    """The subtree of ``tree`` at ``path``.
+def _named_path(tree: Any, name: str, filtering: Filtering | None, sep: str) -> KeyPath | str | None:
+    """The key path of the one place named ``name`` (``None``: none); several are an error."""
+    found = find_named(tree, name, filtering)
+    if len(found) > 1:
+        raise StructureKeyError(
+            "tree", (), f"one place named {name!r}", f"{len(found)} places", None,
+            "pass the whole key path of one of them: " + ", ".join(keystr(p) for p, _, _ in found[:5]),
+        )
+    if found:
+        return found[0][0]
+    if filtering is None:  # none named so: a flatten_dict key of the root (a list's '0') may be
+        try:
+            _descend(tree, name, "tree", sep)
+            return name
+        except StructureMismatchError:
+            pass
+    return None
+
+
+def tree_get(
+    tree: Any, key: Path, default: Any = _MISSING, filtering: Filtering | None = None, *, sep: str = "/"
+) -> Any:
+    """The subtree of ``tree`` at the key path ``key``, or the one place named ``key`` (optax's).
 
     >>> params = {'layers': [{'w': [[1.0]], 'b': [0.5]}]}
     >>> tree_get(params, "['layers'][0]['b']")
@@ -206,40 +213,57 @@ def tree_get(tree: Any, path: Path, *, sep: str = "/") -> Any:
     >>> tree_get(params, (DictKey('layers'), SequenceKey(0), DictKey('w'), SequenceKey(0)))
     [1.0]
 
-    optax's call form works where it is unambiguous: a bare name (a string with no ``sep``
-    that is no child of the root) is looked up anywhere in the tree, as optax's
-    ``tree_get(tree, key)`` does, and must name exactly one place:
+    A bare name (a string without ``sep`` that is no ``keystr``) is optax's form: the one place
+    anywhere whose key (a dict key, an attribute or field) or namedtuple class is that name;
+    ``default`` where there is none, an error where there are several, and ``filtering(key
+    path, value)`` keeps the places it is true of (see :func:`tree_get_all_with_path`):
 
-    >>> state = {'adam': {'count': 3, 'mu': 0.5}}
-    >>> tree_get(state, 'count')
+    >>> state = {'adam': {'count': 3, 'mu': 0.5}, 'sgd': {'count': 1}}
+    >>> tree_get(state, 'mu'), tree_get(state, 'ema'), tree_get(state, 'ema', 0.9)
+    (0.5, None, 0.9)
+    >>> tree_get(state, 'count', filtering=lambda path, value: value > 1)
     3
 
     Args:
         tree: Any pytree.
-        path: One of: a tuple of key entries (those of :func:`treekit.tree_flatten_with_path`,
+        key: A key path: a tuple of key entries (those of :func:`treekit.tree_flatten_with_path`,
             or any entries with the same ``str``, as jax's); their :func:`treekit.keystr` (a
             string starting with ``[`` or ``.``); a key of :func:`treekit.params.flatten_dict`
-            (any other string: plain keys joined by ``sep``; a bare name that is no child
-            of the root is searched for anywhere); or a tuple or list of plain keys
-            (dict keys, sequence indices, negative ones too, attribute names), which may
-            mix in key entries. ``()``, ``[]`` and ``''`` are the root.
+            (plain keys joined by ``sep``); or a tuple or list of plain keys (dict keys,
+            sequence indices, negative ones too, attribute names), which may mix in key
+            entries. ``()``, ``[]`` and ``''`` are the root. Or a bare name, as above.
+        default: What a name found nowhere gives (``None`` by default, as optax); for a key
+            path, what a path the tree lacks gives instead of the error.
+        filtering: With a name: ``filtering(key path, value) -> bool`` (optax's).
         sep: What a ``flatten_dict`` key joins its keys with (its ``sep``).
 
     Returns:
-        The subtree (or leaf) at ``path``, the very object in ``tree``.
+        The subtree (or leaf) found, the very object in ``tree``.
 
     Raises:
-        StructureMismatchError: If ``tree`` has nothing at ``path``; the message names the
-            deepest key path that exists, e.g. ``tree['layers'][0]: expected a child ['c'],
-            got dict with keys ['b', 'w']``. Also if a bare name is found at several places
-            (the message lists them).
-        TypeError: If ``path`` is not a tuple, list or string.
+        StructureMismatchError: If ``tree`` has nothing at a key path (and no ``default``); the
+            message names the deepest key path that exists, e.g. ``tree['layers'][0]: expected a
+            child ['c'], got dict with keys ['b', 'w']``.
+        StructureKeyError: If a name is found at several places (a ``KeyError``, as optax's;
+            the message lists them).
+        TypeError: If ``key`` is not a tuple, list or string, or ``filtering`` comes with a path.
         Exception: Whatever a registered flatten function raises on the way, as itself (its
             class kept, as :func:`treekit.tree_flatten` does), with a note naming the node type
             and the key path of the node it was flattening
             (``tree['layers'][0]: raised while flattening Linear``).
     """
-    return _descend(tree, path, "tree", sep)[1]
+    if _is_name(key, sep):
+        assert isinstance(key, str)
+        path = _named_path(tree, key, filtering, sep)
+        return (None if default is _MISSING else default) if path is None else _descend(tree, path, "tree", sep)[1]
+    if filtering is not None:
+        raise TypeError(f"filtering: expected None with a key path (it filters the places a name finds), got {key!r}")
+    try:
+        return _descend(tree, key, "tree", sep)[1]
+    except StructureMismatchError:
+        if default is _MISSING:
+            raise
+        return default
 
 
 def _rebuild(frames: list[_Frame], value: Any) -> Any:
@@ -249,11 +273,12 @@ def _rebuild(frames: list[_Frame], value: Any) -> Any:
     return value
 
 
-def tree_set(tree: Any, path: Path, value: Any, *, sep: str = "/") -> Any:
-    """A copy of ``tree`` with the subtree at ``path`` replaced by ``value``.
+def tree_set(tree: Any, *args: Any, sep: str = "/", **names: Any) -> Any:
+    """A copy of ``tree`` with the subtree at a key path replaced: ``tree_set(tree, key, value)``;
+    or every place named ``name`` replaced: ``tree_set(tree, [filtering,] name=value, ...)`` (optax's).
 
-    Only the nodes on the way to ``path`` are rebuilt; every other subtree is shared with
-    ``tree``, which is left as it was.
+    Only the nodes on the way are rebuilt; every other subtree is shared with ``tree``, which
+    is left as it was.
 
     >>> params = [{'weights': [[1.0]], 'biases': [0.5]}]
     >>> tree_set(params, "[0]['biases']", [0.0])
@@ -263,34 +288,73 @@ def tree_set(tree: Any, path: Path, value: Any, *, sep: str = "/") -> Any:
     >>> params
     [{'weights': [[1.0]], 'biases': [0.5]}]
 
-    A bare name is looked up as in :func:`tree_get` (optax's form, where unambiguous):
+    optax's form replaces every place each name finds (as :func:`tree_get` finds them;
+    ``filtering(key path, value)`` keeps those it is true of), and a name found nowhere is a
+    ``KeyError``:
 
-    >>> tree_set({'adam': {'count': 3, 'mu': 0.5}}, 'count', 0)
-    {'adam': {'count': 0, 'mu': 0.5}}
-
-    optax's ``tree_set(tree, filtering, **kwargs)`` (several names at once, a filter) has no
-    counterpart: call ``tree_set`` once per name.
+    >>> state = {'adam': {'count': 3, 'mu': 0.5}, 'sgd': {'count': 1}}
+    >>> tree_set(state, count=0, mu=1.0)
+    {'adam': {'count': 0, 'mu': 1.0}, 'sgd': {'count': 0}}
+    >>> tree_set(state, lambda path, value: value > 1, count=0)
+    {'adam': {'count': 0, 'mu': 0.5}, 'sgd': {'count': 1}}
 
     Args:
         tree: Any pytree.
-        path: As in :func:`tree_get`.
-        value: The new subtree (any value).
+        *args: ``key, value``: a key path or a name, as :func:`tree_get` takes it (a name
+            must find one place), and the new subtree. Or, with ``names``, optax's optional
+            ``filtering``.
         sep: As in :func:`tree_get`.
+        **names: ``name=value``: every place named ``name`` becomes ``value`` (a place inside
+            another one replaced is not looked at again).
 
     Returns:
         The new tree.
 
     Raises:
-        StructureMismatchError: If ``tree`` has nothing at ``path`` (as in :func:`tree_get`).
-        TypeError: If ``path`` is not a tuple, list or string.
+        StructureMismatchError: If ``tree`` has nothing at a key path (as in :func:`tree_get`).
+        StructureKeyError: A name found nowhere, or a ``key`` name found at several places (a
+            ``KeyError``, as optax's).
+        TypeError: For other arguments than these two forms.
         Exception: Whatever a registered flatten function raises, noted with the node type
             and key path (as in :func:`tree_get`).
     """
-    frames, _ = _descend(tree, path, "tree", sep)
+    if names:
+        if len(args) > 1 or (args and args[0] is not None and not callable(args[0])):
+            raise TypeError(
+                f"tree_set: expected (tree, key, value) or (tree, [filtering,] name=value, ...), got {len(args)} "
+                f"positional arguments beside the tree and names {sorted(names)}"
+            )
+        return _set_named(tree, args[0] if args else None, names, sep)
+    if len(args) != 2:
+        raise TypeError(f"tree_set: expected (tree, key, value) or (tree, [filtering,] name=value, ...), "
+                        f"got {len(args)} positional arguments beside the tree")
+    key, value = args
+    if _is_name(key, sep):
+        path = _named_path(tree, key, None, sep)
+        if path is None:
+            raise StructureKeyError("tree", (), f"a key named {key!r}", "none", None, _HINT)
+        key = path
+    frames, _ = _descend(tree, key, "tree", sep)
     return _rebuild(frames, value)
 
 
-_MISSING: Any = object()
+def _set_named(tree: Any, filtering: Filtering | None, names: dict[str, Any], sep: str) -> Any:
+    """optax's ``tree_set(tree, filtering, **names)``: outer places first, inner ones left."""
+    places: list[tuple[KeyPath, Any]] = []
+    for name, value in names.items():
+        found = find_named(tree, name, filtering)
+        if not found:
+            kept_none = filtering is not None and find_named(tree, name)
+            hint = "the filtering function kept none of them" if kept_none else None
+            raise StructureKeyError("tree", (), f"a key named {name!r}", "none", None, hint)
+        places += [(path, value) for path, _, _ in found]
+    done: list[KeyPath] = []
+    for path, value in sorted(places, key=lambda place: len(place[0])):
+        if any(path[: len(outer)] == outer for outer in done):
+            continue
+        tree = _rebuild(_descend(tree, path, "tree", sep)[0], value)
+        done.append(path)
+    return tree
 
 
 def tree_at(
