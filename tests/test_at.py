@@ -210,6 +210,8 @@ TYPE_ERRORS = [
         lambda: tree_get(PARAMS, 0),
         "path: expected a key path (a tuple of key entries or keys, a keystr string or a flatten_dict key), got int",
     ),
+]
+REPLACE_ERRORS = [  # ValueError, as equinox's
     (lambda: tree_at("[0]", PARAMS), "tree_at: pass exactly one of replace and replace_fn"),
     (lambda: tree_at("[0]", PARAMS, 1, replace_fn=str), "tree_at: pass exactly one of replace and replace_fn"),
     (
@@ -222,6 +224,12 @@ TYPE_ERRORS = [
 @pytest.mark.parametrize(("call", "message"), TYPE_ERRORS, ids=[m for _, m in TYPE_ERRORS])
 def test_type_errors(call: Any, message: str) -> None:
     with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        call()
+
+
+@pytest.mark.parametrize(("call", "message"), REPLACE_ERRORS, ids=[m for _, m in REPLACE_ERRORS])
+def test_replace_errors_are_value_errors_as_equinox_s(call: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         call()
 
 
@@ -670,3 +678,17 @@ def test_a_raising_flatten_function_is_noted_with_type_and_key_path(
         call()
     assert type(info.value) is error
     assert info.value.__notes__ == [f"{where}: raised while flattening Raising"]
+
+
+def test_tree_at_tells_apart_empty_tuples_that_cpython_shares() -> None:
+    shared: tuple[()] = ()
+    for tree, where, want in (
+        ([(), ()], lambda t: t[0], ["new", ()]),
+        ([shared, shared], lambda t: t[1], [(), "new"]),
+        ([((), ()), 1], lambda t: t[0][1], [((), "new"), 1]),
+        ({"a": (), "b": [()]}, lambda t: (t["a"], t["b"][0]), {"a": "new", "b": ["new"]}),
+    ):
+        replace = ("new", "new") if isinstance(want, dict) else "new"
+        assert tree_at(where, tree, replace) == want
+    eqx = pytest.importorskip("equinox")
+    assert eqx.tree_at(lambda t: t[0], [(), ()], "new") == tree_at(lambda t: t[0], [(), ()], "new")

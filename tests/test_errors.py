@@ -744,7 +744,7 @@ def test_params_helpers_name_the_leaf() -> None:
 
     with pytest.raises(KeyError) as info:
         params.partition({"a": 1, "b": {}}, lambda x: {}[x])
-    assert info.value.__notes__ == ["partition: predicate_or_mask raised at ['a'] (the leaf of tree)"]
+    assert info.value.__notes__ == ["partition: filter_spec raised at ['a'] (the leaf of tree)"]
 
     def sampler(gen: Any, shape: Any, dtype: Any) -> Any:
         raise RuntimeError("bad sampler")

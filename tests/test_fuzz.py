@@ -76,7 +76,7 @@ SKIP = {
             "treekit.params.GradientTransformation", "treekit.optim.EmptyState", "treekit.optim.MaskedNode",
             "treekit.optim.MaskedState", "treekit.optim.ScaleByAdamState", "treekit.optim.ScaleByScheduleState",
             "treekit.optim.TraceState", "treekit.optim.WeightDecaySchedule", "treekit.View",
-            "treekit.SpecWildcard", "treekit.ANY", "treekit.NON_ARRAY",
+            "treekit.SpecWildcard", "treekit.ANY", "treekit.NON_ARRAY", "treekit.params.NamedTupleKey",
         ],
         "a data or type-alias class, not a tree function",
     ),
@@ -84,6 +84,7 @@ SKIP = {
         [
             "treekit.StructureMismatchError", "treekit.TreeCycleError", "treekit.PickleRefused",
             "treekit.SpecMismatchError", "treekit.StructureAssertionError", "treekit.TransposeMismatchError",
+            "treekit.StructureKeyError",
         ],
         "an exception class (what the fuzzed functions raise)",
     ),
@@ -317,6 +318,9 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
         g, P.adamw(g.scalar(), weight_decay=g.scalar(), mask=g.pick(None, g.other()))
     ),
     "treekit.params.apply_updates": lambda g: P.apply_updates(g.tree, g.other()),
+    "treekit.params.tree_get_all_with_path": lambda g: P.tree_get_all_with_path(
+        g.tree, g.pick("a", "count", "x", 0), g.pick(None, lambda path, value: bool(value))
+    ),
     "treekit.params.chain": lambda g: _opt_step(g, P.chain(*g.pick([], [optim.identity()], [g.value()], [P.sgd(0.1)]))),
     "treekit.params.clip_by_global_norm": lambda g: _opt_step(g, P.clip_by_global_norm(g.scalar())),
     "treekit.params.flatten_dict": lambda g: P.flatten_dict(g.tree, sep=g.sep()),

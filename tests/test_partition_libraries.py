@@ -281,3 +281,38 @@ def test_flatten_dict_has_flaxs_keys_in_leaf_order() -> None:
             _assert_same(back, variables)
             assert all(a is b for a, b in zip(tree_leaves(back), tree_leaves(variables), strict=True))
     assert list(unflatten_dict(theirs)["params"]["dense"]) == ["kernel", "bias"]  # the order flat has
+
+
+# -- equinox's call forms and results (issue 45) ------------------------------------------------
+_eqx_trees = st.recursive(
+    st.integers(-3, 3),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3), st.dictionaries(st.sampled_from("abc"), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+_filters = st.sampled_from([lambda x: x > 0, lambda x: x % 2 == 0, True, False])
+
+
+@given(_eqx_trees, _filters, st.booleans(), st.sampled_from([None, 0, "x"]), st.data())
+def test_partition_takes_equinox_s_arguments_and_gives_its_parts(
+    tree: Any, leaf_filter: Any, prefix: bool, replace: Any, data: Any
+) -> None:
+    eqx = pytest.importorskip("equinox")
+    spec: Any = leaf_filter
+    if prefix and isinstance(tree, (list, dict)):  # a prefix tree: a filter or a bool per child
+        children = tree if isinstance(tree, list) else list(tree.values())
+        picks = [data.draw(_filters) for _ in children]
+        spec = picks if isinstance(tree, list) else dict(zip(tree, picks))
+    ours = partition(tree, filter_spec=spec, replace=replace)
+    assert ours == eqx.partition(tree, spec, replace=replace)
+    if replace is None:
+        assert combine(*ours) == tree
+
+
+def test_partition_s_is_leaf_stops_at_a_node_as_equinox_s() -> None:
+    eqx = pytest.importorskip("equinox")
+    tree = [(1, 2), (3, -4), 5]
+    is_pair = lambda x: isinstance(x, tuple)  # noqa: E731
+    wanted = eqx.partition(tree, lambda x: isinstance(x, tuple) and sum(x) > 0, is_leaf=is_pair)
+    assert partition(tree, lambda x: isinstance(x, tuple) and sum(x) > 0, is_leaf=is_pair) == wanted

@@ -396,10 +396,9 @@ def tree_at(
         The new tree; only the nodes on the way to the replaced ones are rebuilt.
 
     Raises:
-        TypeError: If both or neither of ``replace`` and ``replace_fn`` are given, or
-            ``replace`` has another length than the nodes ``where`` returns (equinox raises
-            ``ValueError`` for these).
-        ValueError: If a function ``where`` depends on the leaves or computes with them (it
+        ValueError: If both or neither of ``replace`` and ``replace_fn`` are given, or
+            ``replace`` has another length than the nodes ``where`` returns (as equinox); if a
+            function ``where`` depends on the leaves or computes with them (it
             runs on a copy of ``pytree`` whose leaves are stand-ins; what it raised there is
             chained); or returns something that is not a node or leaf of ``pytree``: the
             message says what it is instead (node data such as a static field, naming its
@@ -411,7 +410,7 @@ def tree_at(
             and key path (as in :func:`tree_get`), labelled ``pytree``.
     """
     if (replace is _MISSING) == (replace_fn is _MISSING):
-        raise TypeError("tree_at: pass exactly one of replace and replace_fn")
+        raise ValueError("tree_at: pass exactly one of replace and replace_fn")
     paths: list[Any] = [where]
     single = True
     if callable(where):
@@ -420,7 +419,7 @@ def tree_at(
     if replace_fn is _MISSING:
         values = [replace] if single else list(replace)
         if len(values) != len(paths):
-            raise TypeError(f"replace: expected {len(paths)} values (one per node where returns), got {len(values)}")
+            raise ValueError(f"replace: expected {len(paths)} values (one per node where returns), got {len(values)}")
     for k, path in enumerate(paths):
         frames, old = _descend(pytree, path, "pytree", sep)
         pytree = _rebuild(frames, replace_fn(old) if replace_fn is not _MISSING else values[k])

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 from treekit.core import (
     Caller,
     Incomparable,
+    IsLeaf,
     Node,
     NodeType,
     StructureMismatchError,
@@ -18,7 +19,7 @@ from treekit.core import (
     same_node_data,
     unflatten_node,
 )
-from treekit.ops._ops import leafwise, tree_leaves_with_path, tree_map
+from treekit.ops._ops import leafwise, tree_map
 
 
 def is_array(x: Any) -> bool:
@@ -73,8 +74,11 @@ def _is_none(x: Any) -> bool:
     return x is None
 
 
-def partition(tree: Any, predicate_or_mask: Any, *, drop: bool = False) -> tuple[Any, Any]:
-    """Split ``tree`` into the selected leaves and the rest, ``None`` in place of the others.
+def partition(
+    tree: Any, filter_spec: Any, replace: Any = None, is_leaf: IsLeaf | None = None, *, drop: bool = False
+) -> tuple[Any, Any]:
+    """Split ``tree`` into the selected leaves and the rest, ``None`` in place of the others
+    (equinox's ``partition``, its arguments and results).
 
     Train only the selected part: differentiate with respect to ``selected`` through
     ``combine(selected, rest)``; ``rest`` gets no gradient (``None`` is a node without
@@ -116,12 +120,16 @@ def partition(tree: Any, predicate_or_mask: Any, *, drop: bool = False) -> tuple
 
     Args:
         tree: Any pytree.
-        predicate_or_mask: A function ``leaf -> bool`` (:func:`is_array` and
-            :func:`is_inexact_array` are two), or a tree of bools whose structure
-            is a prefix of ``tree``'s: a ``True`` selects the whole subtree under it. Masks
-            by key path come from ``tree_map_with_path(lambda path, _: ..., tree)``.
+        filter_spec: A function ``leaf -> bool`` (:func:`is_array` and
+            :func:`is_inexact_array` are two), a bool, or a tree whose structure is a prefix
+            of ``tree``'s holding such functions and bools: a bool selects the whole subtree
+            under it, a function each leaf of that subtree. Masks by key path come from
+            ``tree_map_with_path(lambda path, _: ..., tree)``.
+        replace: What each part holds in place of the other part's leaves (equinox's).
+        is_leaf: What counts as a leaf of ``tree`` for the functions (as in
+            :func:`treekit.tree_flatten`).
         drop: Leave out of each part's dicts the entries the other part holds (haiku's
-            form), rather than keep them with ``None`` (equinox's). Keyword only.
+            form), rather than keep them with ``replace`` (equinox's). Keyword only.
 
     Returns:
         ``(selected, rest)``: two trees of ``tree``'s structure, with ``None`` at the leaves
@@ -131,26 +139,23 @@ def partition(tree: Any, predicate_or_mask: Any, *, drop: bool = False) -> tuple
         StructureMismatchError: If ``tree`` does not extend the mask's structure; labelled
             ``tree``.
     """
-    if callable(predicate_or_mask):
-        leaves, treedef, _ = flatten(tree)
-        picks = leafwise(
-            lambda x: bool(predicate_or_mask(x)),
-            [leaves],
-            lambda i: tree_leaves_with_path(tree)[i][0],
-            Caller("partition: predicate_or_mask", "the leaf of tree"),
-        )
-        subtrees = leaves
-    else:
-        picks, treedef, _ = flatten(predicate_or_mask)
-        picks = [bool(m) for m in picks]
-        subtrees = treedef._guide(tree, "tree")
+    leaves, treedef, _ = flatten(tree, is_leaf)
+    if callable(filter_spec) or isinstance(filter_spec, bool):
+        specs = [filter_spec] * len(leaves)
+    else:  # each spec leaf over the leaves of the subtree under it
+        spec_leaves, spec_def, _ = flatten(filter_spec)
+        subtrees = spec_def._guide(tree, "tree")
+        specs = [spec for spec, sub in zip(spec_leaves, subtrees) for _ in range(len(flatten(sub, is_leaf)[0]))]
+    picks = leafwise(
+        lambda spec, x: bool(spec(x) if callable(spec) else spec),
+        [specs, leaves],
+        lambda i: _paths(tree, is_leaf)[i],
+        Caller("partition: filter_spec", "the leaf of tree"),
+    )
     if drop:
-        if not callable(predicate_or_mask):  # a pick for each leaf of tree under each of the mask's
-            picks = [pick for pick, sub in zip(picks, subtrees) for _ in range(len(flatten(sub)[0]))]
-            subtrees, treedef, _ = flatten(tree)
-        return _part(treedef._nodes, subtrees, picks, True), _part(treedef._nodes, subtrees, picks, False)
-    selected = [sub if pick else tree_map(_none, sub) for pick, sub in zip(picks, subtrees)]
-    rest = [tree_map(_none, sub) if pick else sub for pick, sub in zip(picks, subtrees)]
+        return _part(treedef._nodes, leaves, picks, True, replace), _part(treedef._nodes, leaves, picks, False, replace)
+    selected = [x if pick else replace for pick, x in zip(picks, leaves)]
+    rest = [replace if pick else x for pick, x in zip(picks, leaves)]
     return treedef._build(selected), treedef._build(rest)
 
 
@@ -158,7 +163,13 @@ def _none(_: Any) -> None:
     return None
 
 
-def _part(nodes: tuple[Node, ...], leaves: list[Any], picks: list[bool], keep: bool) -> Any:
+def _paths(tree: Any, is_leaf: IsLeaf | None) -> list[Any]:
+    paths = flatten(tree, is_leaf, True)[2]
+    assert paths is not None
+    return paths
+
+
+def _part(nodes: tuple[Node, ...], leaves: list[Any], picks: list[bool], keep: bool, replace: Any) -> Any:
     """The part of ``partition(..., drop=True)`` holding the leaves whose pick is ``keep``.
 
     ``treekit.core._build.interpret`` over ``tree``'s records, with a state for each built
@@ -171,7 +182,7 @@ def _part(nodes: tuple[Node, ...], leaves: list[Any], picks: list[bool], keep: b
     for ntype, data, arity, _, _ in nodes:
         if ntype is None:
             took = picks[leaf] == keep
-            values.append(leaves[leaf] if took else None)
+            values.append(leaves[leaf] if took else replace)
             states.append(1 if took else -1)
             leaf += 1
             continue

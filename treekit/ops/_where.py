@@ -42,8 +42,19 @@ class _StandIn:
         return f"<stand-in for the leaf {_shown(self.value)}>"
 
 
+class _DistinctTuple(tuple):  # type: ignore[type-arg]
+    """An empty tuple made a unique object (CPython has one ``()``, which a tree may hold at
+    several places), as equinox's: where's copy holds these in place of ``()``."""
+
+    __slots__ = ()
+
+
+def _empty_tuple(x: Any) -> bool:
+    return type(x) is tuple and not x
+
+
 def _unwrap(x: Any) -> Any:
-    return x.value if type(x) is _StandIn else x
+    return x.value if type(x) is _StandIn else () if type(x) is _DistinctTuple else x
 
 
 _SELECT = "lambda m: m.layers[-1].weight"  # the example of a where that selects
@@ -52,8 +63,11 @@ _SELECT = "lambda m: m.layers[-1].weight"  # the example of a where that selects
 def where_paths(where: Callable[[Any], Any], pytree: Any, is_leaf: IsLeaf | None) -> tuple[list[KeyPath], bool]:
     """The key paths of the nodes ``where(pytree)`` returns, and whether it returned one node."""
     plain = where(pytree)
-    leaves, treedef, _ = flatten(pytree, is_leaf, label="pytree")
-    wrapped = treedef._build([_StandIn(x) for x in leaves])  # fresh nodes, unique leaves
+    user_leaf = is_leaf
+    stops: IsLeaf = _empty_tuple if user_leaf is None else lambda x: _empty_tuple(x) or user_leaf(x)
+    leaves, treedef, _ = flatten(pytree, stops, label="pytree")
+    # fresh nodes, unique leaves, each () a distinct one
+    wrapped = treedef._build([_DistinctTuple() if _empty_tuple(x) else _StandIn(x) for x in leaves])
     try:
         picked = where(wrapped)
     except Exception as exc:  # it ran on pytree: what failed is a computation on the stand-ins
@@ -80,7 +94,7 @@ def where_paths(where: Callable[[Any], Any], pytree: Any, is_leaf: IsLeaf | None
                 raise ValueError(_not_found("where(pytree)", picked, wrapped, pytree))
             which = "where(pytree)" if single else f"where(pytree)[{k}]"
             raise ValueError(_not_found(which, targets[k], wrapped, pytree))
-    leaves_plain, structure_plain, _ = flatten(plain, is_leaf, label="where(pytree)")
+    leaves_plain, structure_plain, _ = flatten(plain, stops, label="where(pytree)")
     leaves_picked, structure_picked, _ = flatten(picked, label="where(pytree)")
     if structure_plain != structure_picked or any(
         a is not _unwrap(b) for a, b in zip(leaves_plain, leaves_picked, strict=False)
