@@ -130,10 +130,12 @@ def test_random_like_is_stable_by_key_path(trees: list[Any], seed: int, sampler:
 def test_random_like_adding_a_leaf_keeps_the_others() -> None:
     small = {"w": np.zeros((2, 3)), "b": np.zeros(3)}
     big = {"w": np.zeros((2, 3)), "a": np.zeros(4), "b": np.zeros(3), "z": [np.zeros(1)]}
-    a, b = tree_random_like(7, small), tree_random_like(7, big)
+    a, b = tree_random_like(7, small, by_path=True), tree_random_like(7, big, by_path=True)
     np.testing.assert_array_equal(a["w"], b["w"])
     np.testing.assert_array_equal(a["b"], b["b"])
-    assert not np.array_equal(a["w"][0], tree_random_like(8, small)["w"][0])
+    assert not np.array_equal(a["w"][0], tree_random_like(8, small, by_path=True)["w"][0])
+    by_position = tree_random_like(7, small), tree_random_like(7, big)  # optax's keys: leaf positions
+    assert not np.array_equal(by_position[0]["w"], by_position[1]["w"])
     assert not np.array_equal(b["a"][:3], b["b"])  # leaves draw independently
     gen = np.random.default_rng(0)
     first, second = tree_random_like(gen, small), tree_random_like(gen, small)
@@ -159,7 +161,8 @@ def test_random_like_with_a_jax_key_is_stable_and_jits() -> None:
     key = jax.random.key(0)
     small = {"w": jax.numpy.zeros((2, 3))}
     big = {"w": jax.numpy.zeros((2, 3)), "a": jax.numpy.zeros(2, jax.numpy.bfloat16)}
-    a, b = tree_random_like(key, small), jax.jit(tree_random_like)(key, big)
+    a = tree_random_like(key, small, by_path=True)
+    b = jax.jit(tree_random_like, static_argnames="by_path")(key, big, by_path=True)
     np.testing.assert_array_equal(a["w"], b["w"])
     assert b["a"].dtype == jax.numpy.bfloat16
     c = tree_random_like(jax.random.PRNGKey(0), small, jax.random.uniform)

@@ -19,6 +19,7 @@ from treekit.params import (
     tree_axpy,
     tree_bytes,
     tree_cast,
+    tree_dtype,
     tree_full_like,
     tree_norm,
     tree_ones_like,
@@ -90,7 +91,7 @@ CASES = [
     ("empty vdot", tree_vdot, ({}, {}), 0),
     ("empty norm", tree_norm, ([],), 0.0),
     ("empty inf norm is -inf as optax", tree_norm, ([], "inf"), -math.inf),
-    ("Python numbers count nothing, numpy scalars one", tree_size, ({"a": 1.0, "b": (2, np.int8(3))},), 1),
+    ("Python numbers count one, as optax (jnp.size)", tree_size, ({"a": 1.0, "b": (2, np.int8(3))},), 3),
     ("number bytes: numpy scalars only", tree_bytes, ([1.0, np.float32(2)],), 4),
     ("None is no leaf", tree_size, ({"a": None},), 0),
     ("a None in tree_x stays None, as optax", tree_add_scale, ({"w": 1.0, "f": None}, 2.0, {"w": 1.0, "f": 3.0}),
@@ -179,6 +180,10 @@ def test_equal_to_optax(trees: list[Any]) -> None:
             np.testing.assert_allclose(a.astype(np.float32), b.astype(np.float32), rtol=1e-6)
     np.testing.assert_allclose(tree_vdot(x, y), otu.tree_vdot(x, y), rtol=1e-5, atol=1e-4)
     assert tree_size(x) == otu.tree_size(x)
+    mixed = {"x": x, "step": 3, "lr": 0.5, "flag": True}  # Python numbers count 1, as jnp.size
+    assert tree_size(mixed) == otu.tree_size(mixed) == tree_size(x) + 3
+    for empty in ({}, [], None, ()):  # jax's default float where jax is loaded, as optax
+        assert tree_dtype(empty) == otu.tree_dtype(empty)
 
 
 def test_under_jit_and_grad() -> None:

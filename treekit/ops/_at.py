@@ -216,7 +216,7 @@ def tree_get(
     A bare name (a string without ``sep`` that is no ``keystr``) is optax's form: the one place
     anywhere whose key (a dict key, an attribute or field) or namedtuple class is that name;
     ``default`` where there is none, an error where there are several, and ``filtering(key
-    path, value)`` keeps the places it is true of (see :func:`tree_get_all_with_path`):
+    path, value)`` keeps the places it is true of (see :func:`treekit.params.tree_get_all_with_path`):
 
     >>> state = {'adam': {'count': 3, 'mu': 0.5}, 'sgd': {'count': 1}}
     >>> tree_get(state, 'mu'), tree_get(state, 'ema'), tree_get(state, 'ema', 0.9)

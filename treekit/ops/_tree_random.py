@@ -37,29 +37,38 @@ def _path_words(path: Any) -> list[int]:
 
 
 def tree_random_like(
-    rng_key: Any, target_tree: Any, sampler: str | Callable[..., Any] = "normal", dtype: Any = None
+    rng_key: Any,
+    target_tree: Any,
+    sampler: str | Callable[..., Any] = "normal",
+    dtype: Any = None,
+    *,
+    by_path: bool = False,
 ) -> Any:
-    """A tree of random arrays shaped like ``target_tree``'s leaves; each leaf's draw depends
-    only on the key and that leaf's key path.
+    """A tree of random arrays shaped like ``target_tree``'s leaves (optax's ``tree_random_like``).
 
-    So adding, removing or reordering other leaves leaves a leaf's values unchanged (optax's
-    ``tree_random_like`` splits the key by leaf position instead, and takes jax keys only).
+    As optax's, the key is split into one key per leaf by position
+    (:func:`tree_split_key_like`), so with a jax key the draws equal optax's. With
+    ``by_path=True`` each leaf's draw depends only on the key and that leaf's key path, so
+    adding, removing or reordering other leaves leaves a leaf's values unchanged:
 
     >>> import numpy as np
-    >>> a = tree_random_like(0, {'w': np.zeros(2)})
-    >>> b = tree_random_like(0, {'v': np.zeros(3), 'w': np.zeros(2)})
+    >>> a = tree_random_like(0, {'w': np.zeros(2)}, by_path=True)
+    >>> b = tree_random_like(0, {'v': np.zeros(3), 'w': np.zeros(2)}, by_path=True)
     >>> bool((a['w'] == b['w']).all())
     True
+    >>> tree_random_like(0, {'w': np.zeros((2, 3), np.float32)})['w'].dtype
+    dtype('float32')
 
     Args:
-        rng_key: A jax PRNG key (leaves are ``fold_in``-ed from it with a hash of the key
-            path), an int seed, or a ``numpy.random.Generator`` (one number is drawn from it
-            per call, so successive calls differ).
+        rng_key: A jax PRNG key, an int seed, or a ``numpy.random.Generator`` (one number is
+            drawn from it per call, so successive calls differ).
         target_tree: The tree whose structure and leaf shapes the result has.
-        sampler: ``'normal'`` (standard normal), ``'uniform'`` (on ``[0, 1)``), or a function
-            ``sampler(key, shape, dtype)`` called per leaf with a jax key or a numpy
-            ``Generator`` (``jax.random.normal`` fits, as in optax).
+        sampler: ``'normal'`` (standard normal, optax's ``jax.random.normal``), ``'uniform'``
+            (on ``[0, 1)``), or a function ``sampler(key, shape, dtype)`` called per leaf with
+            a jax key or a numpy ``Generator`` (``jax.random.normal`` fits, as in optax).
         dtype: The dtype of every leaf; ``None`` keeps each leaf's own.
+        by_path: Derive each leaf's key from its key path (``fold_in`` of a hash of it)
+            rather than from its position.
 
     Returns:
         A tree of ``target_tree``'s structure with an array of the leaf's shape at each leaf:
@@ -73,33 +82,40 @@ def tree_random_like(
         raise ValueError(f"sampler: expected 'normal', 'uniform' or a function, got {sampler!r}")
     leaves, treedef, paths = flatten(target_tree, with_path=True)
     assert paths is not None
+    words = [_path_words(path) for path in paths] if by_path else [[i] for i in range(len(leaves))]
     jax = loaded_jax()
     if jax is not None and isinstance(rng_key, jax.Array):
+        if by_path:
+            keys = []
+            for leaf_words in words:
+                key = rng_key
+                for word in leaf_words:
+                    key = jax.random.fold_in(key, word)
+                keys.append(key)
+        else:  # optax's keys, one per leaf by position
+            keys = list(jax.random.split(rng_key, len(leaves))) if leaves else []
 
-        def draw_jax(path: Any, x: Any) -> Any:
-            key = rng_key
-            for word in _path_words(path):
-                key = jax.random.fold_in(key, word)
+        def draw_jax(key: Any, x: Any) -> Any:
             kind = dtype if dtype is not None else jax.numpy.asarray(x).dtype
             if callable(sampler):
                 return sampler(key, np.shape(x), kind)
             return (jax.random.normal if sampler == "normal" else jax.random.uniform)(key, np.shape(x), kind)
 
-        return treedef._build(leafwise(draw_jax, [paths, leaves], paths.__getitem__, _DRAWING))
+        return treedef._build(leafwise(draw_jax, [keys, leaves], paths.__getitem__, _DRAWING))
     if isinstance(rng_key, np.random.Generator):
         base = int(rng_key.integers(2**63))
     else:
         base = int(generator_of(rng_key, "rng_key").integers(2**63))
 
-    def draw(path: Any, x: Any) -> Any:
-        gen = np.random.default_rng([base, *_path_words(path)])
+    def draw(leaf_words: Any, x: Any) -> Any:
+        gen = np.random.default_rng([base, *leaf_words])
         kind = dtype if dtype is not None else np.asarray(x).dtype
         if callable(sampler):
             return sampler(gen, np.shape(x), kind)
         values = gen.standard_normal(np.shape(x)) if sampler == "normal" else gen.random(np.shape(x))
         return values.astype(kind)
 
-    return treedef._build(leafwise(draw, [paths, leaves], paths.__getitem__, _DRAWING))
+    return treedef._build(leafwise(draw, [words, leaves], paths.__getitem__, _DRAWING))
 
 
 _DRAWING = Caller("tree_random_like: drawing the leaf", "sampler on the shape and dtype of target_tree's leaf")

@@ -17,7 +17,7 @@ from typing import Any
 from treekit.core import LeafPaths, describe_leaf, flatten, is_array, keystr, leaf_size
 from treekit.ops._fold import tree_reduce, tree_reduce_associative
 from treekit.ops._ops import tree_leaves, tree_map
-from treekit.ops._tree_math import namespace, zip_trees
+from treekit.ops._tree_math import loaded_jax, namespace, zip_trees
 
 __all__ = [
     "tree_allclose",
@@ -97,12 +97,13 @@ def _square(x: Any) -> Any:
     return xp.square(xp.real(x)) + xp.square(xp.imag(x))
 
 
-def _sizes(tree: Any, index: int, name: str) -> int:
-    """The sum of the leaves' :func:`~treekit.core._describe.leaf_size` entry ``index``."""
+def _sizes(tree: Any, index: int, name: str, others: int = 0) -> int:
+    """The sum of the leaves' :func:`~treekit.core._describe.leaf_size` entry ``index``, and
+    ``others`` for each leaf that is no array."""
     leaves, treedef, _ = flatten(tree)
     total = 0
     for k, x in enumerate(leaves):
-        value = leaf_size(x)[index]
+        value = leaf_size(x)[index] if is_array(x) else others
         if value is None:
             path = keystr(LeafPaths(tree, treedef)[k])
             raise ValueError(f"tree{path}: expected a leaf whose {name} is known, got {describe_leaf(x)}")
@@ -110,20 +111,22 @@ def _sizes(tree: Any, index: int, name: str) -> int:
     return total
 
 
-def tree_size(tree: Any) -> int:
-    """The number of entries of the arrays in ``tree``: the sum of their sizes.
+def tree_size(tree: Any, *, arrays_only: bool = False) -> int:
+    """The number of entries in ``tree``: the sum of its leaves' sizes (optax's ``tree_size``).
 
-    A leaf without shape and dtype (a Python number, a function, a string) counts 0, as
-    :func:`treekit.summary` counts it (naming it) and as flax and equinox count parameters;
-    optax's ``tree_size`` counts each as 1 (``jnp.size``). See :doc:`params` ("What counts
+    As optax's (``jnp.size``), a leaf without shape and dtype (a Python number, a function, a
+    string) counts 1. With ``arrays_only=True`` it counts 0, as :func:`treekit.summary` counts
+    it (naming it) and as flax and equinox count parameters. See :doc:`params` ("What counts
     in sizes").
 
     >>> import numpy as np
-    >>> tree_size({'w': np.zeros((3, 4)), 'b': np.zeros(4), 'scale': np.float32(1), 'act': np.tanh})
-    17
+    >>> tree = {'w': np.zeros((3, 4)), 'b': np.zeros(4), 'scale': np.float32(1), 'act': np.tanh}
+    >>> tree_size(tree), tree_size(tree, arrays_only=True)
+    (18, 17)
 
     Args:
         tree: A tree of arrays (numpy, jax, torch, ``ShapeDtypeStruct``, typed PRNG keys).
+        arrays_only: Count arrays alone.
 
     Returns:
         The total number of entries, a Python int.
@@ -132,13 +135,13 @@ def tree_size(tree: Any) -> int:
         ValueError: If an array's shape has a dim that is not an int (a symbolic one); the
             message names its key path.
     """
-    return _sizes(tree, 0, "size")
+    return _sizes(tree, 0, "size", 0 if arrays_only else 1)
 
 
 def tree_bytes(tree: Any) -> int:
     """The bytes the arrays in ``tree`` take: the sum of their ``nbytes`` (not in optax).
 
-    A leaf without shape and dtype counts 0 (the rule of :func:`tree_size`).
+    A leaf without shape and dtype counts 0 (the rule of ``tree_size(arrays_only=True)``).
 
     >>> import numpy as np
     >>> tree_bytes({'w': np.zeros((3, 4), np.float32), 'b': np.zeros(4, np.float64), 'act': 'relu'})
@@ -267,8 +270,9 @@ def tree_dtype(tree: Any, mixed_dtype_handler: str | None = None) -> Any:
             the one every other promotes to / the one that promotes to every other.
 
     Returns:
-        A dtype of the leaves' array module. For a tree without leaves, numpy's default
-        float (``float64``); optax returns jax's (``float32`` unless x64 is on).
+        A dtype of the leaves' array module. For a tree without leaves, jax's default float
+        (``float32`` unless x64 is on) where jax is imported, as optax; else numpy's
+        (``float64``).
 
     Raises:
         ValueError: If the dtypes differ and ``mixed_dtype_handler`` is ``None``, or they
@@ -282,8 +286,9 @@ def tree_dtype(tree: Any, mixed_dtype_handler: str | None = None) -> Any:
     leaves, treedef, _ = flatten(tree)
     paths = LeafPaths(tree, treedef)  # for the error's two leaves
     xp = namespace(*leaves)
-    if not leaves:
-        return xp.asarray([]).dtype
+    if not leaves:  # the default float: jax's where jax is loaded (float32 unless x64), as optax
+        jax = loaded_jax()
+        return jax.numpy.asarray(0.0).dtype if jax is not None else xp.asarray([]).dtype
     dtypes = [xp.asarray(x).dtype for x in leaves]
     if mixed_dtype_handler == "promote":
         return functools.reduce(xp.promote_types, dtypes)
