@@ -442,3 +442,16 @@ def test_structural_diff_is_empty_exactly_for_the_same_structure_and_starts_at_t
             tk.assert_same_structure(a, b)
         error_path = info.value.path
         assert diff[0].path[: len(error_path)] == error_path
+
+
+def test_value_asserts_under_jit_say_so_and_raise_no_tracer_error() -> None:
+    jax = pytest.importorskip("jax")
+
+    def step(w: Any) -> Any:
+        tk.assert_trees_all_close({"w": w}, {"w": w + 1})
+        return w
+
+    for transform in (jax.jit, jax.grad):
+        with pytest.raises(TypeError, match=r"tree 0\['w'\] is f32\[\] being traced .*\n.*chexify"):
+            transform(lambda w: step(w).sum())(np.float32(1.0))
+    tk.assert_trees_all_equal(jax.jit(lambda w: w * 1)(np.ones(2)), np.ones(2))  # on the outputs: fine

@@ -208,6 +208,8 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     ),
     "treekit.is_array": lambda g: tk.is_array(g.value()),
     "treekit.is_inexact_array": lambda g: tk.is_inexact_array(g.value()),
+    "treekit.is_array_like": lambda g: tk.is_array_like(g.value()),
+    "treekit.is_inexact_array_like": lambda g: tk.is_inexact_array_like(g.value()),
     "treekit.is_tree_node": lambda g: tk.is_tree_node(g.pick(type(g.tree), g.tree, g.value())),
     "treekit.keystr": lambda g: tk.keystr(g.keypath(), simple=g.pick(False, True), separator=g.pick("", "/", 0)),
     "treekit.load": _save_load,
@@ -251,6 +253,7 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     "treekit.tree_diff": lambda g: tk.tree_diff(g.tree, g.other(), values=g.pick(False, True)),
     "treekit.tree_div": lambda g: tk.tree_div(g.tree, g.other()),
     "treekit.tree_dtype": lambda g: tk.tree_dtype(g.tree, g.pick(None, "promote", "highest", "lowest", "x")),
+    "treekit.tree_equal": lambda g: tk.tree_equal(g.tree, g.other(), typematch=g.pick(False, True)),
     "treekit.tree_flatten": lambda g: tk.tree_flatten(g.tree, **g.is_leaf_kw()),
     "treekit.tree_flatten_with_path": lambda g: tk.tree_flatten_with_path(
         g.tree, **g.is_leaf_kw(), is_leaf_takes_path=g.pick(False, True)
@@ -314,6 +317,7 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     "treekit.default_registry": lambda g: treekit.default_registry.flatten(g.tree, g.pick(None, g.f())),
     # treekit.params
     "treekit.params.adam": lambda g: _opt_step(g, P.adam(g.scalar())),
+    "treekit.params.filter": lambda g: P.filter(g.tree, g.pick(tk.is_array, True), inverse=g.pick(False, True)),
     "treekit.params.adamw": lambda g: _opt_step(
         g, P.adamw(g.scalar(), weight_decay=g.scalar(), mask=g.pick(None, g.other()))
     ),

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import treekit as tk
@@ -316,3 +316,26 @@ def test_partition_s_is_leaf_stops_at_a_node_as_equinox_s() -> None:
     is_pair = lambda x: isinstance(x, tuple)  # noqa: E731
     wanted = eqx.partition(tree, lambda x: isinstance(x, tuple) and sum(x) > 0, is_leaf=is_pair)
     assert partition(tree, lambda x: isinstance(x, tuple) and sum(x) > 0, is_leaf=is_pair) == wanted
+
+
+_eqx_leaves = st.one_of(
+    st.integers(-2, 2), st.floats(-2, 2, allow_nan=False), st.booleans(), st.sampled_from(["relu", 1j]),
+    st.builds(lambda n, k: np.arange(n, dtype=k), st.integers(0, 3), st.sampled_from([np.float32, np.int32])),
+)
+_eqx_mixed = st.recursive(
+    _eqx_leaves, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from("ab"), c), max_leaves=6
+)
+
+
+@given(_eqx_mixed, _eqx_mixed, st.booleans(), st.booleans())
+@example([np.arange(2, dtype=np.float32), 1], [np.arange(2, dtype=np.int32), 1.0], False, False)  # dtypes, types
+def test_equinox_s_filters_and_tree_equal_agree_with_equinox(a: Any, b: Any, typematch: bool, inverse: bool) -> None:
+    eqx = pytest.importorskip("equinox")
+    for x in tree_leaves(a):
+        assert tk.is_array_like(x) == eqx.is_array_like(x)
+        assert tk.is_inexact_array_like(x) == eqx.is_inexact_array_like(x)
+    for spec in (tk.is_array, tk.is_inexact_array_like):
+        ours, theirs = tk.params.filter(a, spec, inverse=inverse), eqx.filter(a, spec, inverse=inverse)
+        assert eqx.tree_equal(ours, theirs, typematch=True)  # (dicts in the input's key order: docs/migration.md)
+    for other in (a, b):
+        assert bool(tk.tree_equal(a, other, typematch=typematch)) == bool(eqx.tree_equal(a, other, typematch=typematch))

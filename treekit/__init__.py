@@ -81,6 +81,7 @@ from treekit.ops import tree_clip as tree_clip
 from treekit.ops import tree_conj as tree_conj
 from treekit.ops import tree_div as tree_div
 from treekit.ops import tree_dtype as tree_dtype
+from treekit.ops import tree_equal as tree_equal
 from treekit.ops import tree_flatten as tree_flatten
 from treekit.ops import tree_flatten_with_path as tree_flatten_with_path
 from treekit.ops import tree_full_like as tree_full_like
@@ -122,7 +123,9 @@ if _typing.TYPE_CHECKING:
     from treekit.checkpoint import save as save
     from treekit.params import combine as combine
     from treekit.params import is_array as is_array
+    from treekit.params import is_array_like as is_array_like
     from treekit.params import is_inexact_array as is_inexact_array
+    from treekit.params import is_inexact_array_like as is_inexact_array_like
     from treekit.params import partition as partition
     from treekit.params import tree_random_like as tree_random_like
     from treekit.params import tree_stack as tree_stack
@@ -135,7 +138,8 @@ __getattr__, __dir__ = _lazy_names(
     {
         "checkpoint": ["CheckpointManager", "PickleRefused", "load", "load_leaf", "metadata", "save"],
         "params": [
-            "combine", "is_array", "is_inexact_array", "partition", "tree_random_like", "tree_stack", "tree_unstack"
+            "combine", "is_array", "is_array_like", "is_inexact_array", "is_inexact_array_like", "partition",
+            "tree_random_like", "tree_stack", "tree_unstack",
         ],
     },
 )
@@ -185,7 +189,9 @@ __all__ = [
     "flatten_one_level_with_keys",
     "format_tree",
     "is_array",
+    "is_array_like",
     "is_inexact_array",
+    "is_inexact_array_like",
     "is_tree_node",
     "keystr",
     "load",
@@ -219,6 +225,7 @@ __all__ = [
     "tree_diff",
     "tree_div",
     "tree_dtype",
+    "tree_equal",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_full_like",

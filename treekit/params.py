@@ -28,9 +28,12 @@ from __future__ import annotations
 from treekit.ops import NamedTupleKey as NamedTupleKey
 from treekit.ops import Path as Path
 from treekit.ops import combine as combine
+from treekit.ops import filter as filter
 from treekit.ops import flatten_dict as flatten_dict
 from treekit.ops import is_array as is_array
+from treekit.ops import is_array_like as is_array_like
 from treekit.ops import is_inexact_array as is_inexact_array
+from treekit.ops import is_inexact_array_like as is_inexact_array_like
 from treekit.ops import partition as partition
 from treekit.ops import tree_add as tree_add
 from treekit.ops import tree_add_scale as tree_add_scale
@@ -45,6 +48,7 @@ from treekit.ops import tree_clip as tree_clip
 from treekit.ops import tree_conj as tree_conj
 from treekit.ops import tree_div as tree_div
 from treekit.ops import tree_dtype as tree_dtype
+from treekit.ops import tree_equal as tree_equal
 from treekit.ops import tree_full_like as tree_full_like
 from treekit.ops import tree_get as tree_get
 from treekit.ops import tree_get_all_with_path as tree_get_all_with_path
@@ -98,7 +102,10 @@ __all__ = [
     "flatten_dict",
     "init_mlp_params",
     "is_array",
+    "filter",
+    "is_array_like",
     "is_inexact_array",
+    "is_inexact_array_like",
     "mlp_forward",
     "mse_loss",
     "mse_loss_and_grad",
@@ -118,6 +125,7 @@ __all__ = [
     "tree_conj",
     "tree_div",
     "tree_dtype",
+    "tree_equal",
     "tree_full_like",
     "tree_get",
     "tree_get_all_with_path",

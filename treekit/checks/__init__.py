@@ -10,11 +10,11 @@ from treekit.checks._asserts import assert_rank as assert_rank
 from treekit.checks._asserts import assert_shape as assert_shape
 from treekit.checks._asserts import assert_tree_all_finite as assert_tree_all_finite
 from treekit.checks._asserts import assert_tree_no_nones as assert_tree_no_nones
+from treekit.checks._asserts import assert_trees_all_close as assert_trees_all_close
+from treekit.checks._asserts import assert_trees_all_equal as assert_trees_all_equal
 from treekit.checks._checks import Difference as Difference
 from treekit.checks._checks import TreeDiff as TreeDiff
 from treekit.checks._checks import assert_same_structure as assert_same_structure
-from treekit.checks._checks import assert_trees_all_close as assert_trees_all_close
-from treekit.checks._checks import assert_trees_all_equal as assert_trees_all_equal
 from treekit.checks._checks import same_structure as same_structure
 from treekit.checks._checks import tree_diff as tree_diff
 from treekit.checks._specs import ANY as ANY

@@ -30,8 +30,8 @@ __all__ = [
     "align",
     "TreeDiff",
     "assert_same_structure",
-    "assert_trees_all_close",
-    "assert_trees_all_equal",
+    "diff_trees",
+    "report",
     "same_structure",
     "tree_diff",
 ]
@@ -216,10 +216,10 @@ def tree_diff(
     Returns:
         A :class:`TreeDiff` (a list of :class:`Difference`), empty if nothing differs.
     """
-    return _diff(a, b, shapes, dtypes, values, rtol, atol, is_leaf)
+    return diff_trees(a, b, shapes, dtypes, values, rtol, atol, is_leaf)
 
 
-def _diff(
+def diff_trees(
     a: Any, b: Any, shapes: bool, dtypes: bool, values: bool, rtol: float, atol: float, is_leaf: IsLeaf | None,
     scalars: bool = False, of_y: bool = False,
 ) -> TreeDiff:
@@ -393,92 +393,5 @@ def _texts(d: Difference) -> tuple[str, str, str | None, None]:
     return describe_leaf(left, 40), got, None, None
 
 
-def _report(header: str, diff: TreeDiff) -> str:
+def report(header: str, diff: TreeDiff) -> str:
     return f"{header}: {len(diff)} difference{'' if len(diff) == 1 else 's'}\n{diff.format(limit=0)}"
-
-
-def _assert_all(
-    trees: tuple[Any, ...], what: str, strict: bool, rtol: float, atol: float, is_leaf: IsLeaf | None, name: str,
-    tolerance: str = "",
-) -> None:
-    """chex's comparison of ``trees[0]`` with each later tree; the first that differs raises."""
-    __tracebackhide__ = True
-    if len(trees) < 2:
-        raise ValueError(f"{name}: expected at least 2 trees, got {len(trees)}")
-    for i, tree in enumerate(trees[1:], start=1):
-        diff = _diff(trees[0], tree, strict, strict, True, rtol, atol, is_leaf, scalars=not strict, of_y=True)
-        if not diff:
-            continue
-        header = (f"b is {what} a" if len(trees) == 2 else f"tree {i} (b) is {what} tree 0 (a)") + tolerance
-        text = _report(header, diff)
-        numbers = [j for j, t in enumerate(trees) if j >= 2 and is_number(t)]
-        if numbers and not is_number(trees[0]):
-            text += (f"\n{name} takes rtol and atol as keywords (as chex's); every positional argument is a "
-                     f"tree: got {trees[numbers[0]]!r} as tree {numbers[0]}")
-        raise AssertionError(text)
-
-
-def assert_trees_all_close(
-    *trees: Any, rtol: float = 1e-6, atol: float = 0.0, strict: bool = False, is_leaf: IsLeaf | None = None
-) -> None:
-    """Assert every tree has the first's structure and values within tolerance (chex's).
-
-    Each leaf ``x`` of ``trees[0]`` and ``y`` of a later tree must satisfy
-    ``|x - y| <= atol + rtol * |y|`` elementwise (``numpy.testing.assert_allclose(x, y)``, as
-    chex; NaN equals NaN). As chex's, by default a scalar matches an array of equal values and
-    dtypes are not compared; ``strict=True`` compares shapes and dtypes too.
-
-    >>> import numpy as np
-    >>> assert_trees_all_close({'w': np.ones(3)}, {'w': np.ones(3) + 1e-9}, {'w': np.ones(3)})
-    >>> assert_trees_all_close({'w': np.ones(4), 'b': 0.5}, {'w': np.array([1, 1.5, 1, 3]), 'b': 0.5})
-    Traceback (most recent call last):
-    ...
-    AssertionError: b is not close to a (rtol=1e-06, atol=0.0): 1 difference
-    b['w']: expected the values of a['w'], got 2 of 4 different (max abs error 2, max rel error 2)
-
-    Args:
-        *trees: Two or more trees; each is compared with the first.
-        rtol: Relative tolerance, a fraction of the later tree's ``|y|`` (chex's default).
-        atol: Absolute tolerance.
-        strict: Shapes and dtypes must match exactly (chex's ``strict``).
-        is_leaf: As in :func:`tree_diff`.
-
-    Raises:
-        AssertionError: Listing every difference (structure, shapes, values) between the first
-            tree and the first later tree that differs, one per line, with the largest absolute
-            and relative error of each leaf.
-        ValueError: Given fewer than 2 trees.
-    """
-    __tracebackhide__ = True
-    _assert_all(trees, "not close to", strict, rtol, atol, is_leaf, "assert_trees_all_close",
-                f" (rtol={rtol}, atol={atol})")
-
-
-def assert_trees_all_equal(*trees: Any, strict: bool = False, is_leaf: IsLeaf | None = None) -> None:
-    """Assert every tree equals the first: structure and values (chex's); with ``strict=True``,
-    shapes and dtypes (types for non-arrays) too.
-
-    As chex's, by default ``1`` equals ``1.0`` and a scalar equals an array of that value;
-    NaN equals NaN.
-
-    >>> import numpy as np
-    >>> assert_trees_all_equal([np.arange(3), 'relu'], [np.arange(3.0), 'relu'])
-    >>> assert_trees_all_equal([np.arange(3), 'relu'], [np.arange(3.0), 'gelu'], strict=True)
-    Traceback (most recent call last):
-    ...
-    AssertionError: b is not equal to a: 2 differences
-    b[0]: expected dtype int64, got dtype float64
-    b[1]: expected 'relu', got 'gelu'
-
-    Args:
-        *trees: Two or more trees; each is compared with the first.
-        strict: Shapes and dtypes (and the types of non-array leaves) must match too.
-        is_leaf: As in :func:`tree_diff`.
-
-    Raises:
-        AssertionError: Listing every difference between the first tree and the first later
-            tree that differs, one per line.
-        ValueError: Given fewer than 2 trees.
-    """
-    __tracebackhide__ = True
-    _assert_all(trees, "not equal to", strict, 0.0, 0.0, is_leaf, "assert_trees_all_equal")

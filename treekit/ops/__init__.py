@@ -62,6 +62,7 @@ from treekit.ops._tree_math import tree_zeros_like as tree_zeros_like
 from treekit.ops._tree_reduce import tree_allclose as tree_allclose
 from treekit.ops._tree_reduce import tree_bytes as tree_bytes
 from treekit.ops._tree_reduce import tree_dtype as tree_dtype
+from treekit.ops._tree_reduce import tree_equal as tree_equal
 from treekit.ops._tree_reduce import tree_max as tree_max
 from treekit.ops._tree_reduce import tree_min as tree_min
 from treekit.ops._tree_reduce import tree_norm as tree_norm
@@ -73,8 +74,11 @@ if TYPE_CHECKING:
     from treekit.ops._flat_dicts import flatten_dict as flatten_dict
     from treekit.ops._flat_dicts import unflatten_dict as unflatten_dict
     from treekit.ops._partition import combine as combine
+    from treekit.ops._partition import filter as filter
     from treekit.ops._partition import is_array as is_array
+    from treekit.ops._partition import is_array_like as is_array_like
     from treekit.ops._partition import is_inexact_array as is_inexact_array
+    from treekit.ops._partition import is_inexact_array_like as is_inexact_array_like
     from treekit.ops._partition import partition as partition
     from treekit.ops._stack import tree_stack as tree_stack
     from treekit.ops._stack import tree_unstack as tree_unstack
@@ -87,7 +91,9 @@ __getattr__, __dir__ = lazy_names(
     __name__,
     {
         "_flat_dicts": ["flatten_dict", "unflatten_dict"],
-        "_partition": ["combine", "is_array", "is_inexact_array", "partition"],
+        "_partition": [
+            "combine", "filter", "is_array", "is_array_like", "is_inexact_array", "is_inexact_array_like", "partition"
+        ],
         "_stack": ["tree_stack", "tree_unstack"],
         "_tree_random": ["generator_of", "tree_random_like", "tree_split_key_like", "tree_unwrap_random_key_data"],
     },

@@ -64,6 +64,68 @@ def is_inexact_array(x: Any) -> bool:
     return is_array(x) and is_inexact_dtype(x.dtype)
 
 
+def is_array_like(x: Any) -> bool:
+    """Whether ``x`` is an array (:func:`is_array`) or a Python ``bool``, ``int``, ``float`` or
+    ``complex`` (equinox's ``is_array_like``): what jax can make an array of.
+
+    >>> import numpy as np
+    >>> is_array_like(np.zeros(2)), is_array_like(2.0), is_array_like(True), is_array_like('relu')
+    (True, True, True, False)
+
+    Args:
+        x: Any object.
+
+    Returns:
+        ``True`` for arrays, numbers and objects with ``__jax_array__``.
+    """
+    return is_array(x) or isinstance(x, (bool, int, float, complex)) or hasattr(x, "__jax_array__")
+
+
+def is_inexact_array_like(x: Any) -> bool:
+    """Whether ``x`` is an inexact array (:func:`is_inexact_array`) or a Python ``float`` or
+    ``complex`` (equinox's ``is_inexact_array_like``).
+
+    >>> import numpy as np
+    >>> is_inexact_array_like(np.zeros(2, np.float32)), is_inexact_array_like(0.5), is_inexact_array_like(1)
+    (True, True, False)
+
+    Args:
+        x: Any object.
+
+    Returns:
+        ``True`` for float and complex arrays and numbers.
+    """
+    if hasattr(x, "__jax_array__"):
+        x = x.__jax_array__()
+    return is_inexact_array(x) or isinstance(x, (float, complex))
+
+
+def filter(
+    pytree: Any, filter_spec: Any, inverse: bool = False, replace: Any = None, is_leaf: IsLeaf | None = None
+) -> Any:
+    """The leaves ``filter_spec`` selects, ``replace`` at the others (equinox's ``filter``):
+    :func:`partition`'s first part, or its second with ``inverse=True``.
+
+    >>> import numpy as np
+    >>> filter({'w': np.ones(2), 'act': 'relu'}, is_array)
+    {'w': array([1., 1.]), 'act': None}
+    >>> filter({'w': np.ones(2), 'act': 'relu'}, is_array, inverse=True)
+    {'w': None, 'act': 'relu'}
+
+    Args:
+        pytree: Any pytree.
+        filter_spec: As in :func:`partition`.
+        inverse: Keep the leaves ``filter_spec`` does not select.
+        replace: What the leaves not kept become.
+        is_leaf: As in :func:`partition`.
+
+    Returns:
+        A tree of ``pytree``'s structure.
+    """
+    selected, rest = partition(pytree, filter_spec, replace, is_leaf)
+    return rest if inverse else selected
+
+
 # -- freezing ------------------------------------------------------------------------------------
 # The nodes partition(drop=True) leaves entries out of, and combine fills keys in. Not OrderedDict,
 # whose key order is part of its structure (a part could not say where its keys go back).

@@ -222,6 +222,56 @@ def tree_min(tree: Any) -> Any:
     return _extreme(tree, "min", math.inf)
 
 
+def tree_equal(*pytrees: Any, typematch: bool = False, rtol: Any = 0.0, atol: Any = 0.0) -> Any:
+    """Whether the trees are equal (equinox's ``tree_equal``): one structure, arrays of the same
+    shape and dtype holding equal values (within ``rtol``/``atol``; NaN is not equal to NaN,
+    as ``==``), other leaves equal by ``==``.
+
+    ``True`` or ``False``, or a 0-d jax bool array where a leaf is a jax array (a traced one
+    under ``jit`` too), as equinox.
+
+    >>> import numpy as np
+    >>> tree_equal({'w': np.ones(2), 'act': 'relu'}, {'w': np.ones(2), 'act': 'relu'})
+    True
+    >>> tree_equal([np.ones(2)], [np.ones(2, np.float32)])  # dtypes differ
+    False
+    >>> tree_equal([1], [1.0]), tree_equal([1], [1.0], typematch=True)
+    (True, False)
+
+    Args:
+        *pytrees: The trees, compared with the first.
+        typematch: Leaves must also have the same type.
+        rtol: Relative tolerance for array values (``isclose``).
+        atol: Absolute tolerance for array values.
+
+    Returns:
+        A bool, or a 0-d jax bool array.
+    """
+    first, treedef, _ = flatten(pytrees[0])
+    result: Any = True
+    for tree in pytrees[1:]:
+        leaves, other, _ = flatten(tree)
+        if other != treedef:
+            return False
+        for x, y in zip(first, leaves):
+            if (typematch and type(x) is not type(y)) or is_array(x) != is_array(y):
+                return False
+            if not is_array(x):
+                if x != y:
+                    return False
+                continue
+            if tuple(x.shape) != tuple(y.shape) or x.dtype != y.dtype:
+                return False
+            xp = namespace(x, y)
+            same = xp.all(x == y) if (rtol == 0 and atol == 0) else xp.all(xp.isclose(x, y, rtol=rtol, atol=atol))
+            if xp.__name__.startswith("numpy"):
+                if not bool(same):
+                    return False
+            else:  # a jax array: the answer stays an array (traced under jit)
+                result = result & same
+    return result
+
+
 def tree_allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Any:
     """Whether every leaf of ``a`` is ``allclose`` to the matching leaf of ``b`` (optax's).
 
