@@ -197,3 +197,16 @@ def test_random_like_draws_what_optax_s_does() -> None:
         assert_same(params.tree_random_like(key, tree, sampler), otu.tree_random_like(key, tree, sampler))
     half = jnp.float16
     assert_same(params.tree_random_like(key, tree, dtype=half), otu.tree_random_like(key, tree, dtype=half))
+
+
+def test_every_optax_tree_short_name_is_in_treekit_tree() -> None:
+    optax = pytest.importorskip("optax")
+    from treekit import optim, tree
+
+    names = [n for n in dir(optax.tree) if not n.startswith("_")]
+    assert names and set(names) <= set(dir(tree))
+    for name in names:
+        long = f"tree_{name}"
+        assert getattr(tree, name) is getattr(params, long, None) or getattr(tree, name) is getattr(optim, long)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        tree.nothing  # noqa: B018
