@@ -455,3 +455,31 @@ def test_value_asserts_under_jit_say_so_and_raise_no_tracer_error() -> None:
         with pytest.raises(TypeError, match=r"tree 0\['w'\] is f32\[\] being traced .*\n.*chexify"):
             transform(lambda w: step(w).sum())(np.float32(1.0))
     tk.assert_trees_all_equal(jax.jit(lambda w: w * 1)(np.ones(2)), np.ones(2))  # on the outputs: fine
+
+
+_shaped = st.builds(
+    lambda shape, dtype: np.zeros(shape, dtype),
+    st.sampled_from([(), (2,), (3,), (2, 3), (6,), (3, 2)]),
+    st.sampled_from([np.float32, np.float64, np.int32]),
+)
+_shaped_trees = st.recursive(
+    _shaped, lambda c: st.lists(c, max_size=2) | st.dictionaries(st.sampled_from("ab"), c), max_leaves=4
+)
+
+
+@given(_shaped_trees, _shaped_trees, st.booleans())
+def test_the_structure_shape_dtype_and_size_asserts_agree_with_chex(a: Any, b: Any, same_structure: bool) -> None:
+    chex = pytest.importorskip("chex")
+    others = tk.tree_leaves(b)
+    if same_structure and others:  # b's leaves in a's structure (most pairs differ in structure alone)
+        count = len(tk.tree_leaves(a))
+        b = tk.tree_unflatten(tk.tree_structure(a), (others * count)[:count])
+    for name in ("structs", "shapes", "dtypes", "shapes_and_dtypes", "sizes"):
+        outcomes = []
+        for check in (getattr(tk, f"assert_trees_all_equal_{name}"), getattr(chex, f"assert_trees_all_equal_{name}")):
+            try:
+                check(a, b)
+                outcomes.append("passed")
+            except AssertionError:
+                outcomes.append("failed")
+        assert outcomes[0] == outcomes[1], name

@@ -199,6 +199,13 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     "treekit.assert_tree_shapes": lambda g: tk.assert_tree_shapes(g.tree, g.shapes_like()),
     "treekit.assert_trees_all_close": lambda g: tk.assert_trees_all_close(g.tree, g.other(), g.pick(1e-6, g.scalar())),
     "treekit.assert_trees_all_equal": lambda g: tk.assert_trees_all_equal(g.tree, g.other(), **g.is_leaf_kw()),
+    "treekit.assert_trees_all_equal_dtypes": lambda g: tk.assert_trees_all_equal_dtypes(g.tree, g.other()),
+    "treekit.assert_trees_all_equal_shapes": lambda g: tk.assert_trees_all_equal_shapes(g.tree, g.other()),
+    "treekit.assert_trees_all_equal_shapes_and_dtypes": lambda g: tk.assert_trees_all_equal_shapes_and_dtypes(
+        g.tree, g.other()
+    ),
+    "treekit.assert_trees_all_equal_sizes": lambda g: tk.assert_trees_all_equal_sizes(g.tree, g.other()),
+    "treekit.assert_trees_all_equal_structs": lambda g: tk.assert_trees_all_equal_structs(g.tree, g.other()),
     "treekit.check_spec": lambda g: tk.check_spec(g.tree, g.spec()),
     "treekit.combine": lambda g: tk.combine(g.tree, g.other()),
     "treekit.flatten_one_level": lambda g: tk.flatten_one_level(g.tree),

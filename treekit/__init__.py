@@ -23,6 +23,11 @@ from treekit.checks import assert_tree_no_nones as assert_tree_no_nones
 from treekit.checks import assert_tree_shapes as assert_tree_shapes
 from treekit.checks import assert_trees_all_close as assert_trees_all_close
 from treekit.checks import assert_trees_all_equal as assert_trees_all_equal
+from treekit.checks import assert_trees_all_equal_dtypes as assert_trees_all_equal_dtypes
+from treekit.checks import assert_trees_all_equal_shapes as assert_trees_all_equal_shapes
+from treekit.checks import assert_trees_all_equal_shapes_and_dtypes as assert_trees_all_equal_shapes_and_dtypes
+from treekit.checks import assert_trees_all_equal_sizes as assert_trees_all_equal_sizes
+from treekit.checks import assert_trees_all_equal_structs as assert_trees_all_equal_structs
 from treekit.checks import check_spec as check_spec
 from treekit.checks import same_structure as same_structure
 from treekit.checks import tree_diff as tree_diff
@@ -181,6 +186,11 @@ __all__ = [
     "assert_tree_shapes",
     "assert_trees_all_close",
     "assert_trees_all_equal",
+    "assert_trees_all_equal_dtypes",
+    "assert_trees_all_equal_shapes",
+    "assert_trees_all_equal_shapes_and_dtypes",
+    "assert_trees_all_equal_sizes",
+    "assert_trees_all_equal_structs",
     "backend",
     "check_spec",
     "combine",

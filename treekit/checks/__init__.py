@@ -1,6 +1,6 @@
 # Lives here: _checks.py (tree_diff, the one diff behind same_structure and the asserts),
-# _leaf_values.py, _asserts.py, _specs.py (check_spec), and the hypothesis modules (_strategies,
-# _array_strategies, _laws), which give their names on first use.
+# _leaf_values.py, _asserts.py, _tree_asserts.py, _specs.py (check_spec), and the hypothesis modules
+# (_strategies, _array_strategies, _laws), which give their names on first use.
 # May import: core, ops, sharding, look (diffs render with look's HTML). Start at _checks.py.
 """Checking trees: structure diffs and asserts, value asserts, specs, node-type laws, hypothesis strategies."""
 
@@ -10,8 +10,6 @@ from treekit.checks._asserts import assert_rank as assert_rank
 from treekit.checks._asserts import assert_shape as assert_shape
 from treekit.checks._asserts import assert_tree_all_finite as assert_tree_all_finite
 from treekit.checks._asserts import assert_tree_no_nones as assert_tree_no_nones
-from treekit.checks._asserts import assert_trees_all_close as assert_trees_all_close
-from treekit.checks._asserts import assert_trees_all_equal as assert_trees_all_equal
 from treekit.checks._checks import Difference as Difference
 from treekit.checks._checks import TreeDiff as TreeDiff
 from treekit.checks._checks import assert_same_structure as assert_same_structure
@@ -24,6 +22,15 @@ from treekit.checks._specs import SpecWildcard as SpecWildcard
 from treekit.checks._specs import assert_tree_shapes as assert_tree_shapes
 from treekit.checks._specs import check_spec as check_spec
 from treekit.checks._specs import tree_spec as tree_spec
+from treekit.checks._tree_asserts import assert_trees_all_close as assert_trees_all_close
+from treekit.checks._tree_asserts import assert_trees_all_equal as assert_trees_all_equal
+from treekit.checks._tree_asserts import assert_trees_all_equal_dtypes as assert_trees_all_equal_dtypes
+from treekit.checks._tree_asserts import assert_trees_all_equal_shapes as assert_trees_all_equal_shapes
+from treekit.checks._tree_asserts import (
+    assert_trees_all_equal_shapes_and_dtypes as assert_trees_all_equal_shapes_and_dtypes,
+)
+from treekit.checks._tree_asserts import assert_trees_all_equal_sizes as assert_trees_all_equal_sizes
+from treekit.checks._tree_asserts import assert_trees_all_equal_structs as assert_trees_all_equal_structs
 from treekit.core import lazy_names
 
 if TYPE_CHECKING:

@@ -1,5 +1,4 @@
-"""Assertions for test suites (chex's names and call forms): trees close or equal, finite
-values, no None, shapes, ranks.
+"""Leaf-by-leaf assertions for test suites (chex's names): finite values, no None, shapes, ranks.
 
 Each lists every leaf that fails, one line per key path in the error format
 (``tree['w']: expected <what>, got <what>``), and raises an ``AssertionError`` from a frame
@@ -11,12 +10,9 @@ from __future__ import annotations
 
 import cmath
 import numbers
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-from treekit.checks._checks import diff_trees, report
-from treekit.checks._leaf_values import is_number
 from treekit.core import (
     IsLeaf,
     LeafPaths,
@@ -25,14 +21,10 @@ from treekit.core import (
     format_message,
     is_array,
     is_inexact_dtype,
-    keystr,
 )
 from treekit.ops import leaf_stats
 
-__all__ = [
-    "assert_rank", "assert_shape", "assert_tree_all_finite", "assert_tree_no_nones", "assert_trees_all_close",
-    "assert_trees_all_equal",
-]
+__all__ = ["assert_rank", "assert_shape", "assert_tree_all_finite", "assert_tree_no_nones"]
 
 
 def _fail(header: str, lines: list[str]) -> None:
@@ -304,111 +296,3 @@ def assert_rank(tree: Any, expected_ranks: Any, *, is_leaf: IsLeaf | None = None
         if single and not isinstance(expected_ranks, int):
             header = f"a rank in {_dim_text(expected_ranks)}"
         _fail(f"tree does not have {header}", lines)
-
-
-def _assert_all(
-    trees: tuple[Any, ...], what: str, strict: bool, rtol: float, atol: float, is_leaf: IsLeaf | None, name: str,
-    tolerance: str = "",
-) -> None:
-    """chex's comparison of ``trees[0]`` with each later tree; the first that differs raises."""
-    __tracebackhide__ = True
-    if len(trees) < 2:
-        raise ValueError(f"{name}: expected at least 2 trees, got {len(trees)}")
-    _untraced(trees, name)
-    for i, tree in enumerate(trees[1:], start=1):
-        diff = diff_trees(trees[0], tree, strict, strict, True, rtol, atol, is_leaf, scalars=not strict, of_y=True)
-        if not diff:
-            continue
-        header = (f"b is {what} a" if len(trees) == 2 else f"tree {i} (b) is {what} tree 0 (a)") + tolerance
-        text = report(header, diff)
-        numbers = [j for j, t in enumerate(trees) if j >= 2 and is_number(t)]
-        if numbers and not is_number(trees[0]):
-            text += (f"\n{name} takes rtol and atol as keywords (as chex's); every positional argument is a "
-                     f"tree: got {trees[numbers[0]]!r} as tree {numbers[0]}")
-        raise AssertionError(text)
-
-
-def _untraced(trees: tuple[Any, ...], name: str) -> None:
-    """Raise, naming the first traced leaf, if a tree holds values ``jit`` (or ``grad``,
-    ``vmap``) is tracing: they are not known until the function runs."""
-    jax = sys.modules.get("jax")
-    tracer = getattr(getattr(jax, "core", None), "Tracer", None)
-    if tracer is None:
-        return
-    for i, tree in enumerate(trees):
-        leaves, _, paths = flatten(tree, with_path=True)
-        assert paths is not None
-        for path, x in zip(paths, leaves):
-            if isinstance(x, tracer):
-                raise TypeError(
-                    f"{name} compares values: tree {i}{keystr(path)} is {describe_leaf(x)} being traced (inside "
-                    "jax.jit, grad or vmap), whose values are not known until the function runs\n"
-                    "assert outside the traced function, or on its outputs; to check inside it, "
-                    "use chex.chexify with chex's assert or jax.debug.callback"
-                )
-
-
-def assert_trees_all_close(
-    *trees: Any, rtol: float = 1e-6, atol: float = 0.0, strict: bool = False, is_leaf: IsLeaf | None = None
-) -> None:
-    """Assert every tree has the first's structure and values within tolerance (chex's).
-
-    Each leaf ``x`` of ``trees[0]`` and ``y`` of a later tree must satisfy
-    ``|x - y| <= atol + rtol * |y|`` elementwise (``numpy.testing.assert_allclose(x, y)``, as
-    chex; NaN equals NaN). As chex's, by default a scalar matches an array of equal values and
-    dtypes are not compared; ``strict=True`` compares shapes and dtypes too.
-
-    >>> import numpy as np
-    >>> assert_trees_all_close({'w': np.ones(3)}, {'w': np.ones(3) + 1e-9}, {'w': np.ones(3)})
-    >>> assert_trees_all_close({'w': np.ones(4), 'b': 0.5}, {'w': np.array([1, 1.5, 1, 3]), 'b': 0.5})
-    Traceback (most recent call last):
-    ...
-    AssertionError: b is not close to a (rtol=1e-06, atol=0.0): 1 difference
-    b['w']: expected the values of a['w'], got 2 of 4 different (max abs error 2, max rel error 2)
-
-    Args:
-        *trees: Two or more trees; each is compared with the first.
-        rtol: Relative tolerance, a fraction of the later tree's ``|y|`` (chex's default).
-        atol: Absolute tolerance.
-        strict: Shapes and dtypes must match exactly (chex's ``strict``).
-        is_leaf: As in :func:`tree_diff`.
-
-    Raises:
-        AssertionError: Listing every difference (structure, shapes, values) between the first
-            tree and the first later tree that differs, one per line, with the largest absolute
-            and relative error of each leaf.
-        ValueError: Given fewer than 2 trees.
-    """
-    __tracebackhide__ = True
-    _assert_all(trees, "not close to", strict, rtol, atol, is_leaf, "assert_trees_all_close",
-                f" (rtol={rtol}, atol={atol})")
-
-
-def assert_trees_all_equal(*trees: Any, strict: bool = False, is_leaf: IsLeaf | None = None) -> None:
-    """Assert every tree equals the first: structure and values (chex's); with ``strict=True``,
-    shapes and dtypes (types for non-arrays) too.
-
-    As chex's, by default ``1`` equals ``1.0`` and a scalar equals an array of that value;
-    NaN equals NaN.
-
-    >>> import numpy as np
-    >>> assert_trees_all_equal([np.arange(3), 'relu'], [np.arange(3.0), 'relu'])
-    >>> assert_trees_all_equal([np.arange(3), 'relu'], [np.arange(3.0), 'gelu'], strict=True)
-    Traceback (most recent call last):
-    ...
-    AssertionError: b is not equal to a: 2 differences
-    b[0]: expected dtype int64, got dtype float64
-    b[1]: expected 'relu', got 'gelu'
-
-    Args:
-        *trees: Two or more trees; each is compared with the first.
-        strict: Shapes and dtypes (and the types of non-array leaves) must match too.
-        is_leaf: As in :func:`tree_diff`.
-
-    Raises:
-        AssertionError: Listing every difference between the first tree and the first later
-            tree that differs, one per line.
-        ValueError: Given fewer than 2 trees.
-    """
-    __tracebackhide__ = True
-    _assert_all(trees, "not equal to", strict, 0.0, 0.0, is_leaf, "assert_trees_all_equal")

@@ -104,7 +104,7 @@ def filter(
     pytree: Any, filter_spec: Any, inverse: bool = False, replace: Any = None, is_leaf: IsLeaf | None = None
 ) -> Any:
     """The leaves ``filter_spec`` selects, ``replace`` at the others (equinox's ``filter``):
-    :func:`partition`'s first part, or its second with ``inverse=True``.
+    :func:`treekit.partition`'s first part, or its second with ``inverse=True``.
 
     >>> import numpy as np
     >>> filter({'w': np.ones(2), 'act': 'relu'}, is_array)
@@ -114,10 +114,10 @@ def filter(
 
     Args:
         pytree: Any pytree.
-        filter_spec: As in :func:`partition`.
+        filter_spec: As in :func:`treekit.partition`.
         inverse: Keep the leaves ``filter_spec`` does not select.
         replace: What the leaves not kept become.
-        is_leaf: As in :func:`partition`.
+        is_leaf: As in :func:`treekit.partition`.
 
     Returns:
         A tree of ``pytree``'s structure.

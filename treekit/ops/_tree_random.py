@@ -47,7 +47,7 @@ def tree_random_like(
     """A tree of random arrays shaped like ``target_tree``'s leaves (optax's ``tree_random_like``).
 
     As optax's, the key is split into one key per leaf by position
-    (:func:`tree_split_key_like`), so with a jax key the draws equal optax's. With
+    (:func:`treekit.params.tree_split_key_like`), so with a jax key the draws equal optax's. With
     ``by_path=True`` each leaf's draw depends only on the key and that leaf's key path, so
     adding, removing or reordering other leaves leaves a leaf's values unchanged:
 

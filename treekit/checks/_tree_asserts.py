@@ -1,0 +1,253 @@
+"""chex's assertions over several trees: every tree compared with the first, for values (close,
+equal), structures, shapes, dtypes or sizes; the first tree that differs raises, listing every
+difference by key path (``b`` the tree checked, ``a`` the first)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from treekit.checks._checks import Difference, TreeDiff, diff_trees, report
+from treekit.checks._leaf_values import is_number
+from treekit.core import IsLeaf, describe_leaf, flatten, is_array, keystr
+
+__all__ = [
+    "assert_trees_all_close",
+    "assert_trees_all_equal",
+    "assert_trees_all_equal_dtypes",
+    "assert_trees_all_equal_shapes",
+    "assert_trees_all_equal_shapes_and_dtypes",
+    "assert_trees_all_equal_sizes",
+    "assert_trees_all_equal_structs",
+]
+
+
+def _assert_all(
+    trees: tuple[Any, ...], what: str, name: str, compare: Callable[[Any, Any], TreeDiff], tolerance: str = ""
+) -> None:
+    """chex's comparison of ``trees[0]`` with each later tree; the first that differs raises."""
+    __tracebackhide__ = True
+    if len(trees) < 2:
+        raise ValueError(f"{name}: expected at least 2 trees, got {len(trees)}")
+    for i, tree in enumerate(trees[1:], start=1):
+        diff = compare(trees[0], tree)
+        if not diff:
+            continue
+        header = (f"b {what} a" if len(trees) == 2 else f"tree {i} (b) {what} tree 0 (a)") + tolerance
+        text = report(header, diff)
+        numbers = [j for j, t in enumerate(trees) if j >= 2 and is_number(t)]
+        if numbers and not is_number(trees[0]):
+            text += (f"\n{name} takes rtol and atol as keywords (as chex's); every positional argument is a "
+                     f"tree: got {trees[numbers[0]]!r} as tree {numbers[0]}")
+        raise AssertionError(text)
+
+
+def _untraced(trees: tuple[Any, ...], name: str) -> None:
+    """Raise, naming the first traced leaf, if a tree holds values ``jit`` (or ``grad``,
+    ``vmap``) is tracing: they are not known until the function runs."""
+    jax = sys.modules.get("jax")
+    tracer = getattr(getattr(jax, "core", None), "Tracer", None)
+    if tracer is None:
+        return
+    for i, tree in enumerate(trees):
+        leaves, _, paths = flatten(tree, with_path=True)
+        assert paths is not None
+        for path, x in zip(paths, leaves):
+            if isinstance(x, tracer):
+                raise TypeError(
+                    f"{name} compares values: tree {i}{keystr(path)} is {describe_leaf(x)} being traced (inside "
+                    "jax.jit, grad or vmap), whose values are not known until the function runs\n"
+                    "assert outside the traced function, or on its outputs; to check inside it, "
+                    "use chex.chexify with chex's assert or jax.debug.callback"
+                )
+
+
+def assert_trees_all_close(
+    *trees: Any, rtol: float = 1e-6, atol: float = 0.0, strict: bool = False, is_leaf: IsLeaf | None = None
+) -> None:
+    """Assert every tree has the first's structure and values within tolerance (chex's).
+
+    Each leaf ``x`` of ``trees[0]`` and ``y`` of a later tree must satisfy
+    ``|x - y| <= atol + rtol * |y|`` elementwise (``numpy.testing.assert_allclose(x, y)``, as
+    chex; NaN equals NaN). As chex's, by default a scalar matches an array of equal values and
+    dtypes are not compared; ``strict=True`` compares shapes and dtypes too.
+
+    >>> import numpy as np
+    >>> assert_trees_all_close({'w': np.ones(3)}, {'w': np.ones(3) + 1e-9}, {'w': np.ones(3)})
+    >>> assert_trees_all_close({'w': np.ones(4), 'b': 0.5}, {'w': np.array([1, 1.5, 1, 3]), 'b': 0.5})
+    Traceback (most recent call last):
+    ...
+    AssertionError: b is not close to a (rtol=1e-06, atol=0.0): 1 difference
+    b['w']: expected the values of a['w'], got 2 of 4 different (max abs error 2, max rel error 2)
+
+    Args:
+        *trees: Two or more trees; each is compared with the first.
+        rtol: Relative tolerance, a fraction of the later tree's ``|y|`` (chex's default).
+        atol: Absolute tolerance.
+        strict: Shapes and dtypes must match exactly (chex's ``strict``).
+        is_leaf: As in :func:`tree_diff`.
+
+    Raises:
+        AssertionError: Listing every difference (structure, shapes, values) between the first
+            tree and the first later tree that differs, one per line, with the largest absolute
+            and relative error of each leaf.
+        ValueError: Given fewer than 2 trees.
+    """
+    __tracebackhide__ = True
+    _untraced(trees, "assert_trees_all_close")
+
+    def compare(a: Any, b: Any) -> TreeDiff:
+        return diff_trees(a, b, strict, strict, True, rtol, atol, is_leaf, scalars=not strict, of_y=True)
+
+    _assert_all(trees, "is not close to", "assert_trees_all_close", compare, f" (rtol={rtol}, atol={atol})")
+
+
+def assert_trees_all_equal(*trees: Any, strict: bool = False, is_leaf: IsLeaf | None = None) -> None:
+    """Assert every tree equals the first: structure and values (chex's); with ``strict=True``,
+    shapes and dtypes (types for non-arrays) too.
+
+    As chex's, by default ``1`` equals ``1.0`` and a scalar equals an array of that value;
+    NaN equals NaN.
+
+    >>> import numpy as np
+    >>> assert_trees_all_equal([np.arange(3), 'relu'], [np.arange(3.0), 'relu'])
+    >>> assert_trees_all_equal([np.arange(3), 'relu'], [np.arange(3.0), 'gelu'], strict=True)
+    Traceback (most recent call last):
+    ...
+    AssertionError: b is not equal to a: 2 differences
+    b[0]: expected dtype int64, got dtype float64
+    b[1]: expected 'relu', got 'gelu'
+
+    Args:
+        *trees: Two or more trees; each is compared with the first.
+        strict: Shapes and dtypes (and the types of non-array leaves) must match too.
+        is_leaf: As in :func:`tree_diff`.
+
+    Raises:
+        AssertionError: Listing every difference between the first tree and the first later
+            tree that differs, one per line.
+        ValueError: Given fewer than 2 trees.
+    """
+    __tracebackhide__ = True
+    _untraced(trees, "assert_trees_all_equal")
+
+    def compare(a: Any, b: Any) -> TreeDiff:
+        return diff_trees(a, b, strict, strict, True, 0.0, 0.0, is_leaf, scalars=not strict, of_y=True)
+
+    _assert_all(trees, "is not equal to", "assert_trees_all_equal", compare)
+
+
+def assert_trees_all_equal_structs(*trees: Any) -> None:
+    """Assert every tree has the first's structure (chex's ``assert_trees_all_equal_structs``).
+
+    >>> import numpy as np
+    >>> assert_trees_all_equal_structs({'w': 1, 'b': [2]}, {'w': 'x', 'b': [np.zeros(3)]})
+    >>> assert_trees_all_equal_structs({'w': 1}, {'w': 1, 'b': 2})
+    Traceback (most recent call last):
+    ...
+    AssertionError: b does not have the structure of a: 1 difference
+    b['b']: expected no such key, got 2
+
+    Args:
+        *trees: Two or more trees.
+
+    Raises:
+        AssertionError: Naming every place the first tree that differs does.
+        ValueError: Given fewer than 2 trees.
+    """
+    __tracebackhide__ = True
+    _assert_all(trees, "does not have the structure of", "assert_trees_all_equal_structs",
+                lambda a, b: diff_trees(a, b, False, False, False, 0.0, 0.0, None))
+
+
+def assert_trees_all_equal_shapes(*trees: Any) -> None:
+    """Assert every tree has the first's structure and leaf shapes (chex's).
+
+    >>> import numpy as np
+    >>> assert_trees_all_equal_shapes([np.zeros((2, 3))], [np.ones((2, 3), np.int8)])
+
+    Args:
+        *trees: Two or more trees of arrays.
+
+    Raises:
+        AssertionError: Naming every leaf whose shape differs (and every structure difference).
+        ValueError: Given fewer than 2 trees.
+    """
+    __tracebackhide__ = True
+    _assert_all(trees, "does not have the shapes of", "assert_trees_all_equal_shapes",
+                lambda a, b: diff_trees(a, b, True, False, False, 0.0, 0.0, None))
+
+
+def assert_trees_all_equal_dtypes(*trees: Any) -> None:
+    """Assert every tree has the first's structure and leaf dtypes (chex's).
+
+    >>> import numpy as np
+    >>> assert_trees_all_equal_dtypes([np.zeros(2, np.float32)], [np.ones(5, np.float32)])
+
+    Args:
+        *trees: Two or more trees of arrays.
+
+    Raises:
+        AssertionError: Naming every leaf whose dtype differs (and every structure difference).
+        ValueError: Given fewer than 2 trees.
+    """
+    __tracebackhide__ = True
+    _assert_all(trees, "does not have the dtypes of", "assert_trees_all_equal_dtypes",
+                lambda a, b: diff_trees(a, b, False, True, False, 0.0, 0.0, None))
+
+
+def assert_trees_all_equal_shapes_and_dtypes(*trees: Any) -> None:
+    """Assert every tree has the first's structure, leaf shapes and dtypes (chex's).
+
+    >>> import numpy as np
+    >>> assert_trees_all_equal_shapes_and_dtypes({'w': np.zeros(2)}, {'w': np.ones(2)})
+
+    Args:
+        *trees: Two or more trees of arrays.
+
+    Raises:
+        AssertionError: Naming every leaf whose shape or dtype differs.
+        ValueError: Given fewer than 2 trees.
+    """
+    __tracebackhide__ = True
+    _assert_all(trees, "does not have the shapes and dtypes of", "assert_trees_all_equal_shapes_and_dtypes",
+                lambda a, b: diff_trees(a, b, True, True, False, 0.0, 0.0, None))
+
+
+def assert_trees_all_equal_sizes(*trees: Any) -> None:
+    """Assert every tree has the first's structure and leaf sizes (chex's): shapes may differ
+    where the number of entries does not.
+
+    >>> import numpy as np
+    >>> assert_trees_all_equal_sizes([np.zeros((2, 3))], [np.zeros(6)])
+
+    Args:
+        *trees: Two or more trees of arrays.
+
+    Raises:
+        AssertionError: Naming every leaf whose size differs.
+        ValueError: Given fewer than 2 trees.
+    """
+    __tracebackhide__ = True
+
+    def compare(a: Any, b: Any) -> TreeDiff:
+        diff = diff_trees(a, b, False, False, False, 0.0, 0.0, None)
+        if diff:
+            return diff
+        out = TreeDiff()
+        leaves_a, _, paths = flatten(a, with_path=True)
+        assert paths is not None
+        for path, x, y in zip(paths, leaves_a, flatten(b)[0]):
+            if _size(x) != _size(y):
+                sizes = (f"size {_size(v)} ({describe_leaf(v)})" for v in (x, y))
+                out.append(Difference(path, "node", *sizes))
+        return out
+
+    _assert_all(trees, "does not have the sizes of", "assert_trees_all_equal_sizes", compare)
+
+
+def _size(x: Any) -> int:
+    import numpy as np
+
+    return int(np.prod(x.shape)) if is_array(x) else int(np.size(x))
