@@ -483,3 +483,25 @@ def test_the_structure_shape_dtype_and_size_asserts_agree_with_chex(a: Any, b: A
             except AssertionError:
                 outcomes.append("failed")
         assert outcomes[0] == outcomes[1], name
+
+
+@given(_shaped_trees, st.sampled_from([(), (2,), (3,), (2, 3), (3, 2), (6,)]), st.booleans())
+def test_shape_prefix_suffix_and_only_arrays_agree_with_chex(tree: Any, dims: Any, add_number: bool) -> None:
+    chex = pytest.importorskip("chex")
+    if add_number:
+        tree = {"tree": tree, "lr": 0.5}
+    for name, args in (
+        ("assert_tree_shape_prefix", (tree, dims)),
+        ("assert_tree_shape_suffix", (tree, dims)),
+        ("assert_tree_has_only_ndarrays", (tree,)),
+    ):
+        if add_number and name != "assert_tree_has_only_ndarrays":
+            continue  # (chex reads a Python number's shape and fails on it: no comparison to make)
+        outcomes = []
+        for check in (getattr(tk, name), getattr(chex, name)):
+            try:
+                check(*args)
+                outcomes.append("passed")
+            except AssertionError:
+                outcomes.append("failed")
+        assert outcomes[0] == outcomes[1], name

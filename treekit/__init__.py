@@ -19,7 +19,10 @@ from treekit.checks import assert_rank as assert_rank
 from treekit.checks import assert_same_structure as assert_same_structure
 from treekit.checks import assert_shape as assert_shape
 from treekit.checks import assert_tree_all_finite as assert_tree_all_finite
+from treekit.checks import assert_tree_has_only_ndarrays as assert_tree_has_only_ndarrays
 from treekit.checks import assert_tree_no_nones as assert_tree_no_nones
+from treekit.checks import assert_tree_shape_prefix as assert_tree_shape_prefix
+from treekit.checks import assert_tree_shape_suffix as assert_tree_shape_suffix
 from treekit.checks import assert_tree_shapes as assert_tree_shapes
 from treekit.checks import assert_trees_all_close as assert_trees_all_close
 from treekit.checks import assert_trees_all_equal as assert_trees_all_equal
@@ -182,7 +185,10 @@ __all__ = [
     "assert_same_structure",
     "assert_shape",
     "assert_tree_all_finite",
+    "assert_tree_has_only_ndarrays",
     "assert_tree_no_nones",
+    "assert_tree_shape_prefix",
+    "assert_tree_shape_suffix",
     "assert_tree_shapes",
     "assert_trees_all_close",
     "assert_trees_all_equal",

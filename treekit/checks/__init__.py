@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING
 from treekit.checks._asserts import assert_rank as assert_rank
 from treekit.checks._asserts import assert_shape as assert_shape
 from treekit.checks._asserts import assert_tree_all_finite as assert_tree_all_finite
+from treekit.checks._asserts import assert_tree_has_only_ndarrays as assert_tree_has_only_ndarrays
 from treekit.checks._asserts import assert_tree_no_nones as assert_tree_no_nones
+from treekit.checks._asserts import assert_tree_shape_prefix as assert_tree_shape_prefix
+from treekit.checks._asserts import assert_tree_shape_suffix as assert_tree_shape_suffix
 from treekit.checks._checks import Difference as Difference
 from treekit.checks._checks import TreeDiff as TreeDiff
 from treekit.checks._checks import assert_same_structure as assert_same_structure

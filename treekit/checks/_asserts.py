@@ -1,4 +1,5 @@
-"""Leaf-by-leaf assertions for test suites (chex's names): finite values, no None, shapes, ranks.
+"""Leaf-by-leaf assertions for test suites (chex's names): finite values, no None, arrays only,
+shapes, shape prefixes and suffixes, ranks.
 
 Each lists every leaf that fails, one line per key path in the error format
 (``tree['w']: expected <what>, got <what>``), and raises an ``AssertionError`` from a frame
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import cmath
 import numbers
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +26,10 @@ from treekit.core import (
 )
 from treekit.ops import leaf_stats
 
-__all__ = ["assert_rank", "assert_shape", "assert_tree_all_finite", "assert_tree_no_nones"]
+__all__ = [
+    "assert_rank", "assert_shape", "assert_tree_all_finite", "assert_tree_has_only_ndarrays", "assert_tree_no_nones",
+    "assert_tree_shape_prefix", "assert_tree_shape_suffix",
+]
 
 
 def _fail(header: str, lines: list[str]) -> None:
@@ -296,3 +301,93 @@ def assert_rank(tree: Any, expected_ranks: Any, *, is_leaf: IsLeaf | None = None
         if single and not isinstance(expected_ranks, int):
             header = f"a rank in {_dim_text(expected_ranks)}"
         _fail(f"tree does not have {header}", lines)
+
+
+def _shape_ends(tree: Any, dims: Sequence[int], end: str) -> None:
+    """Raise, naming each array of ``tree`` whose shape does not start (or end) with ``dims``."""
+    __tracebackhide__ = True
+    want = tuple(dims)
+    leaves, paths = _with_paths(tree, None)
+    lines = []
+    for i, x in enumerate(leaves):
+        shape = _shape_of(x)
+        got = None
+        if shape is not None and len(shape) >= len(want):
+            got = shape[: len(want)] if end == "prefix" else shape[len(shape) - len(want) :]
+        if got != want:
+            seen = f"shape {_shape_text(shape)}" if shape is not None else _leaf_text(x)
+            lines.append(format_message("tree", paths[i], f"a shape {end} {_shape_text(want)}", seen, None, None))
+    if lines:
+        _fail(f"tree does not have the shape {end} {_shape_text(want)}", lines)
+
+
+def assert_tree_shape_prefix(tree: Any, shape_prefix: Sequence[int]) -> None:
+    """Assert every leaf's shape starts with ``shape_prefix`` (chex's ``assert_tree_shape_prefix``).
+
+    >>> import numpy as np
+    >>> assert_tree_shape_prefix({'x': np.zeros((8, 3)), 'y': np.zeros(8)}, (8,))
+    >>> assert_tree_shape_prefix({'x': np.zeros((8, 3)), 'y': np.zeros(4)}, (8,))
+    Traceback (most recent call last):
+    ...
+    AssertionError: tree does not have the shape prefix (8,): 1 leaf
+    tree['y']: expected a shape prefix (8,), got shape (4,)
+
+    Args:
+        tree: A tree of arrays.
+        shape_prefix: The leading dims every leaf has (a batch dim, say).
+
+    Raises:
+        AssertionError: Naming every leaf whose shape does not start so.
+    """
+    __tracebackhide__ = True
+    _shape_ends(tree, shape_prefix, "prefix")
+
+
+def assert_tree_shape_suffix(tree: Any, shape_suffix: Sequence[int]) -> None:
+    """Assert every leaf's shape ends with ``shape_suffix`` (chex's ``assert_tree_shape_suffix``).
+
+    >>> import numpy as np
+    >>> assert_tree_shape_suffix({'x': np.zeros((8, 3)), 'y': np.zeros((2, 3))}, (3,))
+
+    Args:
+        tree: A tree of arrays.
+        shape_suffix: The trailing dims every leaf has.
+
+    Raises:
+        AssertionError: Naming every leaf whose shape does not end so.
+    """
+    __tracebackhide__ = True
+    _shape_ends(tree, shape_suffix, "suffix")
+
+
+def assert_tree_has_only_ndarrays(tree: Any) -> None:
+    """Assert every leaf is a numpy or jax array (chex's ``assert_tree_has_only_ndarrays``):
+    no Python numbers, strings or other objects.
+
+    >>> import numpy as np
+    >>> assert_tree_has_only_ndarrays({'w': np.ones(2)})
+    >>> assert_tree_has_only_ndarrays({'w': np.ones(2), 'lr': 0.1})
+    Traceback (most recent call last):
+    ...
+    AssertionError: tree holds leaves that are not arrays: 1 leaf
+    tree['lr']: expected an array, got float 0.1
+
+    Args:
+        tree: Any pytree.
+
+    Raises:
+        AssertionError: Naming every leaf that is no array.
+    """
+    __tracebackhide__ = True
+    import numpy as np
+
+    jax = sys.modules.get("jax")
+    kinds: tuple[type, ...] = (np.ndarray, jax.Array) if jax is not None else (np.ndarray,)
+    leaves, paths = _with_paths(tree, None)
+    lines = [
+        format_message("tree", paths[i], "an array", f"{type(x).__name__} {describe_leaf(x, 40)}", None, None)
+        for i, x in enumerate(leaves)
+        if not isinstance(x, kinds)
+    ]
+    if lines:
+        _fail("tree holds leaves that are not arrays", lines)
