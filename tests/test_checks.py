@@ -494,6 +494,7 @@ def test_shape_prefix_suffix_and_only_arrays_agree_with_chex(tree: Any, dims: An
         ("assert_tree_shape_prefix", (tree, dims)),
         ("assert_tree_shape_suffix", (tree, dims)),
         ("assert_tree_has_only_ndarrays", (tree,)),
+        ("assert_tree_shape", (tree, dims)),
     ):
         if add_number and name != "assert_tree_has_only_ndarrays":
             continue  # (chex reads a Python number's shape and fails on it: no comparison to make)

@@ -200,6 +200,7 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     "treekit.assert_trees_all_close": lambda g: tk.assert_trees_all_close(g.tree, g.other(), g.pick(1e-6, g.scalar())),
     "treekit.assert_trees_all_equal": lambda g: tk.assert_trees_all_equal(g.tree, g.other(), **g.is_leaf_kw()),
     "treekit.assert_tree_has_only_ndarrays": lambda g: tk.assert_tree_has_only_ndarrays(g.tree),
+    "treekit.assert_tree_shape": lambda g: tk.assert_tree_shape(g.tree, g.pick((), (2,), (None, 2), (...,))),
     "treekit.assert_tree_shape_prefix": lambda g: tk.assert_tree_shape_prefix(g.tree, g.pick((), (2,), (1, 2))),
     "treekit.assert_tree_shape_suffix": lambda g: tk.assert_tree_shape_suffix(g.tree, g.pick((), (2,), (1, 2))),
     "treekit.assert_trees_all_equal_dtypes": lambda g: tk.assert_trees_all_equal_dtypes(g.tree, g.other()),

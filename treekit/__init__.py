@@ -21,6 +21,7 @@ from treekit.checks import assert_shape as assert_shape
 from treekit.checks import assert_tree_all_finite as assert_tree_all_finite
 from treekit.checks import assert_tree_has_only_ndarrays as assert_tree_has_only_ndarrays
 from treekit.checks import assert_tree_no_nones as assert_tree_no_nones
+from treekit.checks import assert_tree_shape as assert_tree_shape
 from treekit.checks import assert_tree_shape_prefix as assert_tree_shape_prefix
 from treekit.checks import assert_tree_shape_suffix as assert_tree_shape_suffix
 from treekit.checks import assert_tree_shapes as assert_tree_shapes
@@ -187,6 +188,7 @@ __all__ = [
     "assert_tree_all_finite",
     "assert_tree_has_only_ndarrays",
     "assert_tree_no_nones",
+    "assert_tree_shape",
     "assert_tree_shape_prefix",
     "assert_tree_shape_suffix",
     "assert_tree_shapes",

@@ -11,6 +11,7 @@ from treekit.checks._asserts import assert_shape as assert_shape
 from treekit.checks._asserts import assert_tree_all_finite as assert_tree_all_finite
 from treekit.checks._asserts import assert_tree_has_only_ndarrays as assert_tree_has_only_ndarrays
 from treekit.checks._asserts import assert_tree_no_nones as assert_tree_no_nones
+from treekit.checks._asserts import assert_tree_shape as assert_tree_shape
 from treekit.checks._asserts import assert_tree_shape_prefix as assert_tree_shape_prefix
 from treekit.checks._asserts import assert_tree_shape_suffix as assert_tree_shape_suffix
 from treekit.checks._checks import Difference as Difference

@@ -28,7 +28,7 @@ from treekit.ops import leaf_stats
 
 __all__ = [
     "assert_rank", "assert_shape", "assert_tree_all_finite", "assert_tree_has_only_ndarrays", "assert_tree_no_nones",
-    "assert_tree_shape_prefix", "assert_tree_shape_suffix",
+    "assert_tree_shape", "assert_tree_shape_prefix", "assert_tree_shape_suffix",
 ]
 
 
@@ -245,6 +245,28 @@ def assert_shape(tree: Any, expected_shapes: Any, *, is_leaf: IsLeaf | None = No
     if lines:
         header = f"have shape {_shape_text(expected_shapes)}" if single else "have the expected shapes"
         _fail(f"tree does not {header}", lines)
+
+
+def assert_tree_shape(tree: Any, expected_shape: Sequence[Any]) -> None:
+    """Assert every leaf of ``tree`` has the shape ``expected_shape`` (chex's
+    ``assert_tree_shape``): dims as :func:`assert_shape` takes them (``None``, sets, ``...``).
+
+    >>> import numpy as np
+    >>> assert_tree_shape({'x': np.zeros((8, 3)), 'y': np.zeros((8, 1))}, (8, None))
+
+    Args:
+        tree: A tree of arrays (or numbers).
+        expected_shape: One shape.
+
+    Raises:
+        AssertionError: Listing every leaf whose shape differs.
+        TypeError: If ``expected_shape`` is not a shape.
+    """
+    __tracebackhide__ = True
+    if not _is_shape(expected_shape):
+        raise TypeError(f"expected_shape: expected a shape (a tuple of ints, None, sets of ints and one ...), "
+                        f"got {expected_shape!r:.60}")
+    assert_shape(tree, expected_shape)
 
 
 def _is_rank(r: Any) -> bool:
