@@ -506,3 +506,22 @@ def test_shape_prefix_suffix_and_only_arrays_agree_with_chex(tree: Any, dims: An
             except AssertionError:
                 outcomes.append("failed")
         assert outcomes[0] == outcomes[1], name
+
+
+@given(st.lists(st.floats(-1e3, 1e3, width=32), min_size=1, max_size=4), st.integers(0, 40), st.integers(0, 4),
+       st.sampled_from(["float32", "float16", "bfloat16"]))
+def test_the_ulp_assert_agrees_with_chex(values: list[float], steps: int, maxulp: int, dtype: str) -> None:
+    chex = pytest.importorskip("chex")
+    jnp = pytest.importorskip("jax.numpy")
+    x = jnp.asarray(values, dtype)
+    y = x
+    for _ in range(steps % 5):  # a few representable steps up
+        y = jnp.nextafter(y, jnp.asarray(jnp.inf, dtype))
+    outcomes = []
+    for check in (tk.assert_trees_all_close_ulp, chex.assert_trees_all_close_ulp):
+        try:
+            check({"x": x}, {"x": y}, maxulp=maxulp)
+            outcomes.append("passed")
+        except AssertionError:
+            outcomes.append("failed")
+    assert outcomes[0] == outcomes[1]

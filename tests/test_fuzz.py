@@ -197,8 +197,13 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     "treekit.assert_tree_no_nones": lambda g: tk.assert_tree_no_nones(g.tree),
     "treekit.assert_same_structure": lambda g: tk.assert_same_structure(g.tree, g.other(), **g.is_leaf_kw()),
     "treekit.assert_tree_shapes": lambda g: tk.assert_tree_shapes(g.tree, g.shapes_like()),
-    "treekit.assert_trees_all_close": lambda g: tk.assert_trees_all_close(g.tree, g.other(), g.pick(1e-6, g.scalar())),
+    "treekit.assert_trees_all_close": lambda g: tk.assert_trees_all_close(
+        g.tree, g.other(), rtol=g.pick(1e-6, g.scalar())
+    ),
     "treekit.assert_trees_all_equal": lambda g: tk.assert_trees_all_equal(g.tree, g.other(), **g.is_leaf_kw()),
+    "treekit.assert_trees_all_close_ulp": lambda g: tk.assert_trees_all_close_ulp(
+        g.tree, g.other(), maxulp=g.pick(0, 1, 4)
+    ),
     "treekit.assert_tree_has_only_ndarrays": lambda g: tk.assert_tree_has_only_ndarrays(g.tree),
     "treekit.assert_tree_shape": lambda g: tk.assert_tree_shape(g.tree, g.pick((), (2,), (None, 2), (...,))),
     "treekit.assert_tree_shape_prefix": lambda g: tk.assert_tree_shape_prefix(g.tree, g.pick((), (2,), (1, 2))),

@@ -26,6 +26,7 @@ from treekit.checks import assert_tree_shape_prefix as assert_tree_shape_prefix
 from treekit.checks import assert_tree_shape_suffix as assert_tree_shape_suffix
 from treekit.checks import assert_tree_shapes as assert_tree_shapes
 from treekit.checks import assert_trees_all_close as assert_trees_all_close
+from treekit.checks import assert_trees_all_close_ulp as assert_trees_all_close_ulp
 from treekit.checks import assert_trees_all_equal as assert_trees_all_equal
 from treekit.checks import assert_trees_all_equal_dtypes as assert_trees_all_equal_dtypes
 from treekit.checks import assert_trees_all_equal_shapes as assert_trees_all_equal_shapes
@@ -193,6 +194,7 @@ __all__ = [
     "assert_tree_shape_suffix",
     "assert_tree_shapes",
     "assert_trees_all_close",
+    "assert_trees_all_close_ulp",
     "assert_trees_all_equal",
     "assert_trees_all_equal_dtypes",
     "assert_trees_all_equal_shapes",

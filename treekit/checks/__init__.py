@@ -27,6 +27,7 @@ from treekit.checks._specs import assert_tree_shapes as assert_tree_shapes
 from treekit.checks._specs import check_spec as check_spec
 from treekit.checks._specs import tree_spec as tree_spec
 from treekit.checks._tree_asserts import assert_trees_all_close as assert_trees_all_close
+from treekit.checks._tree_asserts import assert_trees_all_close_ulp as assert_trees_all_close_ulp
 from treekit.checks._tree_asserts import assert_trees_all_equal as assert_trees_all_equal
 from treekit.checks._tree_asserts import assert_trees_all_equal_dtypes as assert_trees_all_equal_dtypes
 from treekit.checks._tree_asserts import assert_trees_all_equal_shapes as assert_trees_all_equal_shapes

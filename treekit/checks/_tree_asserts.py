@@ -4,6 +4,7 @@ difference by key path (``b`` the tree checked, ``a`` the first)."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,7 @@ from treekit.core import IsLeaf, describe_leaf, flatten, is_array, keystr
 
 __all__ = [
     "assert_trees_all_close",
+    "assert_trees_all_close_ulp",
     "assert_trees_all_equal",
     "assert_trees_all_equal_dtypes",
     "assert_trees_all_equal_shapes",
@@ -251,3 +253,68 @@ def _size(x: Any) -> int:
     import numpy as np
 
     return int(np.prod(x.shape)) if is_array(x) else int(np.size(x))
+
+
+def assert_trees_all_close_ulp(*trees: Any, maxulp: int = 1) -> None:
+    """Assert every tree has the first's structure and shapes, and float values at most
+    ``maxulp`` units in the last place apart (chex's ``assert_trees_all_close_ulp``: numpy's
+    ``assert_array_max_ulp``, and chex's count for ``bfloat16``).
+
+    >>> import numpy as np
+    >>> one = np.float32(1)
+    >>> assert_trees_all_close_ulp({'w': np.array([one])}, {'w': np.array([np.nextafter(one, np.float32(2))])})
+    >>> assert_trees_all_close_ulp({'w': np.array([one])}, {'w': np.array([one + 1e-6])})
+    Traceback (most recent call last):
+    ...
+    AssertionError: b is not within 1 ULP of a: 1 difference
+    b['w']: expected values at most 1 ULP from a['w'], got values 8 ULP apart
+
+    Args:
+        *trees: Two or more trees of float arrays.
+        maxulp: The most units in the last place two values may differ by.
+
+    Raises:
+        AssertionError: Naming every leaf whose values differ by more (and every structure or
+            shape difference).
+        ValueError: Given fewer than 2 trees.
+    """
+    __tracebackhide__ = True
+    _untraced(trees, "assert_trees_all_close_ulp")
+
+    def compare(a: Any, b: Any) -> TreeDiff:
+        diff = diff_trees(a, b, True, False, False, 0.0, 0.0, None)
+        if diff:
+            return diff
+        leaves_a, _, paths = flatten(a, with_path=True)
+        assert paths is not None
+        for path, x, y in zip(paths, leaves_a, flatten(b)[0]):
+            apart = _ulps_apart(x, y)
+            if apart > maxulp:
+                expected = f"values at most {maxulp} ULP from a{keystr(path)}"
+                diff.append(Difference(path, "node", expected, f"values {apart:g} ULP apart"))
+        return diff
+
+    _assert_all(trees, f"is not within {maxulp} ULP of", "assert_trees_all_close_ulp", compare)
+
+
+def _ulps_apart(x: Any, y: Any) -> float:
+    """The most units in the last place between ``x``'s and ``y``'s values (as numpy's
+    ``nulp_diff`` and chex count them: the bits as signed ints, made monotonic)."""
+    import numpy as np
+
+    a, b = np.asarray(x), np.asarray(y)
+    if str(getattr(x, "dtype", "")) == "bfloat16":
+        kind: Any = a.dtype
+    else:
+        kind = np.result_type(a, b)
+        if kind.kind not in "fc":
+            return 0.0 if np.array_equal(a, b) else math.inf
+        if kind.kind == "c":  # the real and imaginary parts, each
+            return max(_ulps_apart(a.real, b.real), _ulps_apart(a.imag, b.imag))
+        a, b = a.astype(kind), b.astype(kind)
+    both_nan = np.isnan(a.astype(np.float64)) & np.isnan(b.astype(np.float64))
+    bits: Any = {2: np.int16, 4: np.int32, 8: np.int64}[kind.itemsize]
+    least = np.array(np.iinfo(bits).min, bits)
+    ra, rb = (np.where(r < 0, least - r, r).astype(np.float64) for r in (a.view(bits), b.view(bits)))
+    apart = np.where(both_nan, 0.0, np.abs(ra - rb))
+    return float(apart.max(initial=0.0))
