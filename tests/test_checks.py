@@ -525,3 +525,35 @@ def test_the_ulp_assert_agrees_with_chex(values: list[float], steps: int, maxulp
         except AssertionError:
             outcomes.append("failed")
     assert outcomes[0] == outcomes[1]
+
+
+def test_where_the_arrays_live_agrees_with_chex() -> None:
+    chex = pytest.importorskip("chex")
+    jax = pytest.importorskip("jax")
+    devices = jax.devices()
+    one = jax.device_put(np.ones(4), devices[0])
+    trees: list[Any] = [{"w": np.ones(2)}, {"w": one}, {"w": np.ones(2), "v": one}, {"lr": 0.5}]
+    if len(devices) > 1:
+        mesh = jax.sharding.Mesh(np.array(devices[:2]), ("d",))
+        spread = jax.device_put(np.ones(4), jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d")))
+        trees += [{"w": spread}, {"w": spread, "v": one}]
+    calls = [
+        ("assert_tree_is_on_host", {}),
+        ("assert_tree_is_on_host", {"allow_cpu_device": False}),
+        ("assert_tree_is_on_host", {"allow_sharded_arrays": True}),
+        ("assert_tree_is_on_device", {"platform": "cpu"}),
+        ("assert_tree_is_on_device", {}),
+        ("assert_tree_is_on_device", {"device": devices[0]}),
+        ("assert_tree_is_sharded", {"devices": devices[:2]}),
+        ("assert_tree_is_sharded", {"devices": devices[:1]}),
+    ]
+    for tree in trees:
+        for name, kwargs in calls:
+            outcomes = []
+            for check in (getattr(tk, name), getattr(chex, name)):
+                try:
+                    check(tree, **kwargs)
+                    outcomes.append("passed")
+                except AssertionError:
+                    outcomes.append("failed")
+            assert outcomes[0] == outcomes[1], (name, kwargs, tree)

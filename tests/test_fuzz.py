@@ -204,6 +204,9 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     "treekit.assert_trees_all_close_ulp": lambda g: tk.assert_trees_all_close_ulp(
         g.tree, g.other(), maxulp=g.pick(0, 1, 4)
     ),
+    "treekit.assert_tree_is_on_host": lambda g: tk.assert_tree_is_on_host(g.tree, allow_cpu_device=g.pick(True, False)),
+    "treekit.assert_tree_is_on_device": lambda g: tk.assert_tree_is_on_device(g.tree, platform=g.pick("cpu", "tpu")),
+    "treekit.assert_tree_is_sharded": lambda g: tk.assert_tree_is_sharded(g.tree, devices=[]),
     "treekit.assert_tree_has_only_ndarrays": lambda g: tk.assert_tree_has_only_ndarrays(g.tree),
     "treekit.assert_tree_shape": lambda g: tk.assert_tree_shape(g.tree, g.pick((), (2,), (None, 2), (...,))),
     "treekit.assert_tree_shape_prefix": lambda g: tk.assert_tree_shape_prefix(g.tree, g.pick((), (2,), (1, 2))),

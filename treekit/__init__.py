@@ -20,6 +20,9 @@ from treekit.checks import assert_same_structure as assert_same_structure
 from treekit.checks import assert_shape as assert_shape
 from treekit.checks import assert_tree_all_finite as assert_tree_all_finite
 from treekit.checks import assert_tree_has_only_ndarrays as assert_tree_has_only_ndarrays
+from treekit.checks import assert_tree_is_on_device as assert_tree_is_on_device
+from treekit.checks import assert_tree_is_on_host as assert_tree_is_on_host
+from treekit.checks import assert_tree_is_sharded as assert_tree_is_sharded
 from treekit.checks import assert_tree_no_nones as assert_tree_no_nones
 from treekit.checks import assert_tree_shape as assert_tree_shape
 from treekit.checks import assert_tree_shape_prefix as assert_tree_shape_prefix
@@ -188,6 +191,9 @@ __all__ = [
     "assert_shape",
     "assert_tree_all_finite",
     "assert_tree_has_only_ndarrays",
+    "assert_tree_is_on_device",
+    "assert_tree_is_on_host",
+    "assert_tree_is_sharded",
     "assert_tree_no_nones",
     "assert_tree_shape",
     "assert_tree_shape_prefix",

@@ -1,5 +1,5 @@
 # Lives here: _checks.py (tree_diff, the one diff behind same_structure and the asserts),
-# _leaf_values.py, _asserts.py, _tree_asserts.py, _specs.py (check_spec), and the hypothesis modules
+# _leaf_values.py, _asserts.py, _tree_asserts.py, _placement.py, _specs.py (check_spec), and the hypothesis modules
 # (_strategies, _array_strategies, _laws), which give their names on first use.
 # May import: core, ops, sharding, look (diffs render with look's HTML). Start at _checks.py.
 """Checking trees: structure diffs and asserts, value asserts, specs, node-type laws, hypothesis strategies."""
@@ -19,6 +19,9 @@ from treekit.checks._checks import TreeDiff as TreeDiff
 from treekit.checks._checks import assert_same_structure as assert_same_structure
 from treekit.checks._checks import same_structure as same_structure
 from treekit.checks._checks import tree_diff as tree_diff
+from treekit.checks._placement import assert_tree_is_on_device as assert_tree_is_on_device
+from treekit.checks._placement import assert_tree_is_on_host as assert_tree_is_on_host
+from treekit.checks._placement import assert_tree_is_sharded as assert_tree_is_sharded
 from treekit.checks._specs import ANY as ANY
 from treekit.checks._specs import NON_ARRAY as NON_ARRAY
 from treekit.checks._specs import SpecMismatchError as SpecMismatchError
