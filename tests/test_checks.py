@@ -557,3 +557,10 @@ def test_where_the_arrays_live_agrees_with_chex() -> None:
                 except AssertionError:
                     outcomes.append("failed")
             assert outcomes[0] == outcomes[1], (name, kwargs, tree)
+
+
+def test_custom_message_is_the_error_s_first_line_as_chex_s() -> None:
+    with pytest.raises(AssertionError, match=r"^after step 3\nb is not close to a"):
+        tk.assert_trees_all_close([1.0], [2.0], custom_message="after step {}", custom_message_format_vars=(3,))
+    with pytest.raises(AssertionError, match=r"^params differ\nb is not equal to a"):
+        tk.assert_trees_all_equal([1], [2], custom_message="params differ")

@@ -339,3 +339,11 @@ def test_equinox_s_filters_and_tree_equal_agree_with_equinox(a: Any, b: Any, typ
         assert eqx.tree_equal(ours, theirs, typematch=True)  # (dicts in the input's key order: docs/migration.md)
     for other in (a, b):
         assert bool(tk.tree_equal(a, other, typematch=typematch)) == bool(eqx.tree_equal(a, other, typematch=typematch))
+
+
+def test_tree_equal_compares_shape_dtype_structs_as_equinox_does() -> None:
+    eqx = pytest.importorskip("equinox")
+    jax = pytest.importorskip("jax")
+    sd, other = jax.ShapeDtypeStruct((2,), np.float32), jax.ShapeDtypeStruct((3,), np.float32)
+    for a, b in (([sd], [sd]), ([sd], [other])):
+        assert tk.tree_equal(a, b, rtol=1e-5, atol=1e-8) == eqx.tree_equal(a, b, rtol=1e-5, atol=1e-8)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from treekit.checks._checks import Difference, TreeDiff, diff_trees, report
@@ -26,7 +26,8 @@ __all__ = [
 
 
 def _assert_all(
-    trees: tuple[Any, ...], what: str, name: str, compare: Callable[[Any, Any], TreeDiff], tolerance: str = ""
+    trees: tuple[Any, ...], what: str, name: str, compare: Callable[[Any, Any], TreeDiff], tolerance: str = "",
+    custom_message: str | None = None,
 ) -> None:
     """chex's comparison of ``trees[0]`` with each later tree; the first that differs raises."""
     __tracebackhide__ = True
@@ -38,11 +39,18 @@ def _assert_all(
             continue
         header = (f"b {what} a" if len(trees) == 2 else f"tree {i} (b) {what} tree 0 (a)") + tolerance
         text = report(header, diff)
+        if custom_message:
+            text = f"{custom_message}\n{text}"
         numbers = [j for j, t in enumerate(trees) if j >= 2 and is_number(t)]
         if numbers and not is_number(trees[0]):
             text += (f"\n{name} takes rtol and atol as keywords (as chex's); every positional argument is a "
                      f"tree: got {trees[numbers[0]]!r} as tree {numbers[0]}")
         raise AssertionError(text)
+
+
+def _custom(message: str | None, format_vars: Sequence[Any]) -> str | None:
+    """chex's ``custom_message``, formatted with ``custom_message_format_vars``: the error's first line."""
+    return message.format(*format_vars) if message else None
 
 
 def _untraced(trees: tuple[Any, ...], name: str) -> None:
@@ -66,7 +74,13 @@ def _untraced(trees: tuple[Any, ...], name: str) -> None:
 
 
 def assert_trees_all_close(
-    *trees: Any, rtol: float = 1e-6, atol: float = 0.0, strict: bool = False, is_leaf: IsLeaf | None = None
+    *trees: Any,
+    rtol: float = 1e-6,
+    atol: float = 0.0,
+    strict: bool = False,
+    is_leaf: IsLeaf | None = None,
+    custom_message: str | None = None,
+    custom_message_format_vars: Sequence[Any] = (),
 ) -> None:
     """Assert every tree has the first's structure and values within tolerance (chex's).
 
@@ -89,6 +103,9 @@ def assert_trees_all_close(
         atol: Absolute tolerance.
         strict: Shapes and dtypes must match exactly (chex's ``strict``).
         is_leaf: As in :func:`tree_diff`.
+        custom_message: A first line for the error (``str.format``-ted with
+            ``custom_message_format_vars``), as chex's.
+        custom_message_format_vars: The arguments of that ``format``.
 
     Raises:
         AssertionError: Listing every difference (structure, shapes, values) between the first
@@ -102,10 +119,17 @@ def assert_trees_all_close(
     def compare(a: Any, b: Any) -> TreeDiff:
         return diff_trees(a, b, strict, strict, True, rtol, atol, is_leaf, scalars=not strict, of_y=True)
 
-    _assert_all(trees, "is not close to", "assert_trees_all_close", compare, f" (rtol={rtol}, atol={atol})")
+    _assert_all(trees, "is not close to", "assert_trees_all_close", compare, f" (rtol={rtol}, atol={atol})",
+                _custom(custom_message, custom_message_format_vars))
 
 
-def assert_trees_all_equal(*trees: Any, strict: bool = False, is_leaf: IsLeaf | None = None) -> None:
+def assert_trees_all_equal(
+    *trees: Any,
+    strict: bool = False,
+    is_leaf: IsLeaf | None = None,
+    custom_message: str | None = None,
+    custom_message_format_vars: Sequence[Any] = (),
+) -> None:
     """Assert every tree equals the first: structure and values (chex's); with ``strict=True``,
     shapes and dtypes (types for non-arrays) too.
 
@@ -125,6 +149,8 @@ def assert_trees_all_equal(*trees: Any, strict: bool = False, is_leaf: IsLeaf | 
         *trees: Two or more trees; each is compared with the first.
         strict: Shapes and dtypes (and the types of non-array leaves) must match too.
         is_leaf: As in :func:`tree_diff`.
+        custom_message: A first line for the error, as in :func:`assert_trees_all_close`.
+        custom_message_format_vars: The arguments of its ``format``.
 
     Raises:
         AssertionError: Listing every difference between the first tree and the first later
@@ -137,7 +163,8 @@ def assert_trees_all_equal(*trees: Any, strict: bool = False, is_leaf: IsLeaf | 
     def compare(a: Any, b: Any) -> TreeDiff:
         return diff_trees(a, b, strict, strict, True, 0.0, 0.0, is_leaf, scalars=not strict, of_y=True)
 
-    _assert_all(trees, "is not equal to", "assert_trees_all_equal", compare)
+    _assert_all(trees, "is not equal to", "assert_trees_all_equal", compare, "",
+                _custom(custom_message, custom_message_format_vars))
 
 
 def assert_trees_all_equal_structs(*trees: Any) -> None:

@@ -45,7 +45,7 @@ def find_named(
     tree: Any, name: Any, filtering: Filtering | None = None, label: str = "tree"
 ) -> list[tuple[KeyPath, KeyPath, Any]]:
     """``(key path, optax's key path, value)`` of every place in ``tree`` named ``name`` that
-    ``filtering(optax's key path, value)`` keeps, in flatten order.
+    ``filtering(optax's key path, value)`` keeps, in optax's order (the outermost first).
 
     A place is named ``name`` if its own key is (a dict key, an attribute, a namedtuple field;
     not a sequence index), or if it is a namedtuple of a class called ``name``. Places inside
@@ -64,7 +64,7 @@ def find_named(
 
     flatten(tree, visit, with_path=True, leaf_takes_path=True, label=label)  # the one walk: cycles, depth
     out = []
-    for path, value in found:
+    for path, value in _optax_order(found, list(nodes), name):
         theirs = tuple(
             NamedTupleKey(type(parent).__name__, entry.name)
             if type(entry) is GetAttrKey and _is_namedtuple(parent := nodes[path[:i]])
@@ -76,11 +76,35 @@ def find_named(
     return out
 
 
+def _optax_order(found: list[tuple[KeyPath, Any]], preorder: list[KeyPath], name: Any) -> list[tuple[KeyPath, Any]]:
+    """``found`` in optax's order: the places held by the outermost nodes holding the name,
+    then, child by child of each such node, the same inside it."""
+    rank = {path: i for i, path in enumerate(preorder)}
+    held: dict[KeyPath, list[tuple[KeyPath, Any]]] = {}  # node holding the name -> its places
+    for path, value in found:
+        itself = _is_namedtuple(value) and type(value).__name__ == name  # (a namedtuple found by its class)
+        held.setdefault(path if itself else path[:-1], []).append((path, value))
+
+    def arrange(holders: list[KeyPath]) -> list[tuple[KeyPath, Any]]:
+        outer = [h for h in holders if not any(h != g and h[: len(g)] == g for g in holders)]
+        out = [place for h in outer for place in held[h]]
+        for h in outer:
+            by_child: dict[KeyPath, list[KeyPath]] = {}
+            for g in holders:
+                if g != h and g[: len(h)] == h:
+                    by_child.setdefault(g[: len(h) + 1], []).append(g)
+            for child in sorted(by_child, key=rank.__getitem__):
+                out += arrange(by_child[child])
+        return out
+
+    return arrange(sorted(held, key=rank.__getitem__))
+
+
 def tree_get_all_with_path(tree: Any, key: Any, filtering: Filtering | None = None) -> list[tuple[KeyPath, Any]]:
     """Every ``(key path, value)`` in ``tree`` named ``key`` (optax's ``tree_get_all_with_path``).
 
     ``key`` is a dict key, an attribute or namedtuple field name, or a namedtuple's class name,
-    found anywhere in the tree (inside other matches too). A namedtuple's field is a
+    found anywhere in the tree (inside other matches too), in optax's order. A namedtuple's field is a
     :class:`NamedTupleKey` in the paths, as optax gives them.
 
     >>> from typing import NamedTuple
@@ -99,6 +123,7 @@ def tree_get_all_with_path(tree: Any, key: Any, filtering: Filtering | None = No
         filtering: ``filtering(key path, value) -> bool``: keeps the matches it is true of.
 
     Returns:
-        The matches, in flatten order.
+        The matches, in optax's order: those held by the outermost nodes that hold the name
+        (in flatten order), then those inside each such node, child by child.
     """
     return [(theirs, value) for _, theirs, value in find_named(tree, key, filtering)]

@@ -222,6 +222,11 @@ def tree_min(tree: Any) -> Any:
     return _extreme(tree, "min", math.inf)
 
 
+def _has_data(x: Any) -> bool:
+    """An array with values (equinox's ``is_array``): not a ``ShapeDtypeStruct``."""
+    return is_array(x) and hasattr(x, "__array__")
+
+
 def tree_equal(*pytrees: Any, typematch: bool = False, rtol: Any = 0.0, atol: Any = 0.0) -> Any:
     """Whether the trees are equal (equinox's ``tree_equal``): one structure, arrays of the same
     shape and dtype holding equal values (within ``rtol``/``atol``; NaN is not equal to NaN,
@@ -254,9 +259,9 @@ def tree_equal(*pytrees: Any, typematch: bool = False, rtol: Any = 0.0, atol: An
         if other != treedef:
             return False
         for x, y in zip(first, leaves):
-            if (typematch and type(x) is not type(y)) or is_array(x) != is_array(y):
+            if (typematch and type(x) is not type(y)) or _has_data(x) != _has_data(y):
                 return False
-            if not is_array(x):
+            if not _has_data(x):  # (a ShapeDtypeStruct too, compared by ==, as equinox)
                 if x != y:
                     return False
                 continue
