@@ -8,9 +8,7 @@
 ({'a': 3}, 3)
 """
 
-import importlib
-from typing import Any
-
+from treekit.core import lazy_names
 from treekit.core import static as static
 from treekit.ops import all_leaves as all_leaves
 from treekit.ops import tree_all as all
@@ -27,33 +25,23 @@ from treekit.ops import tree_structure as structure
 from treekit.ops import tree_transpose as transpose
 from treekit.ops import tree_unflatten as unflatten
 
-# optax.tree's names, given on first use: some of their modules import numpy, which
-# `import treekit` must not
-_OPTAX = {
-    "treekit.ops": [
-        "add", "add_scale", "allclose", "batch_shape", "cast", "cast_like", "clip", "conj", "div", "dtype",
-        "full_like", "get", "get_all_with_path", "max", "min", "mul", "norm", "ones_like", "random_like", "real",
-        "scale", "set", "size", "split_key_like", "sub", "sum", "unwrap_random_key_data", "vdot", "where",
-        "zeros_like",
-    ],
-    "treekit.optim": [
-        "bias_correction", "map_params", "update_infinity_moment", "update_moment", "update_moment_per_elem_norm",
-    ],
-}  # fmt: skip
-_WHERE = {name: module for module, names in _OPTAX.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), f"tree_{name}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*__all__, *_WHERE])
+# optax.tree's names (``tree_`` and the name in treekit), given on first use: some of their
+# modules import numpy, which `import treekit` must not
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        ".ops": [
+            "add", "add_scale", "allclose", "batch_shape", "cast", "cast_like", "clip", "conj", "div", "dtype",
+            "full_like", "get", "get_all_with_path", "max", "min", "mul", "norm", "ones_like", "random_like", "real",
+            "scale", "set", "size", "split_key_like", "sub", "sum", "unwrap_random_key_data", "vdot", "where",
+            "zeros_like",
+        ],
+        ".optim": [
+            "bias_correction", "map_params", "update_infinity_moment", "update_moment", "update_moment_per_elem_norm",
+        ],
+    },
+    prefix="tree_",
+)  # fmt: skip
 
 __all__ = [
     "all",

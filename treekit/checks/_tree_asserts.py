@@ -11,7 +11,7 @@ from typing import Any
 
 from treekit.checks._checks import Difference, TreeDiff, diff_trees, report
 from treekit.checks._leaf_values import is_number
-from treekit.core import IsLeaf, describe_leaf, flatten, is_array, keystr
+from treekit.core import IsLeaf, KeyPath, LeafPaths, describe_leaf, flatten, is_array, keystr
 
 __all__ = [
     "assert_trees_all_close",
@@ -27,25 +27,32 @@ __all__ = [
 
 def _assert_all(
     trees: tuple[Any, ...], what: str, name: str, compare: Callable[[Any, Any], TreeDiff], tolerance: str = "",
-    custom_message: str | None = None,
+    first: str | None = None, last: str = "",
 ) -> None:
-    """chex's comparison of ``trees[0]`` with each later tree; the first that differs raises."""
+    """chex's comparison of ``trees[0]`` with each later tree; the first that differs raises
+    (``first`` and ``last``: lines the message starts and ends with)."""
     __tracebackhide__ = True
     if len(trees) < 2:
         raise ValueError(f"{name}: expected at least 2 trees, got {len(trees)}")
     for i, tree in enumerate(trees[1:], start=1):
         diff = compare(trees[0], tree)
-        if not diff:
-            continue
-        header = (f"b {what} a" if len(trees) == 2 else f"tree {i} (b) {what} tree 0 (a)") + tolerance
-        text = report(header, diff)
-        if custom_message:
-            text = f"{custom_message}\n{text}"
-        numbers = [j for j, t in enumerate(trees) if j >= 2 and is_number(t)]
-        if numbers and not is_number(trees[0]):
-            text += (f"\n{name} takes rtol and atol as keywords (as chex's); every positional argument is a "
-                     f"tree: got {trees[numbers[0]]!r} as tree {numbers[0]}")
-        raise AssertionError(text)
+        if diff:
+            header = (f"b {what} a" if len(trees) == 2 else f"tree {i} (b) {what} tree 0 (a)") + tolerance
+            raise AssertionError((f"{first}\n" if first else "") + report(header, diff) + last)
+
+
+def _per_leaf(a: Any, b: Any, shapes: bool, problem: Callable[[KeyPath, Any, Any], tuple[str, str] | None]) -> TreeDiff:
+    """``b``'s differences from ``a`` in structure (and shapes), or else ``problem(path, x,
+    y)``'s ``(expected, got)`` for each pair of leaves it finds one in."""
+    diff = diff_trees(a, b, shapes, False, False, 0.0, 0.0, None)
+    if diff:
+        return diff
+    leaves, treedef, _ = flatten(a)
+    paths = LeafPaths(a, treedef)  # (made only for the leaves that differ)
+    for k, (x, y) in enumerate(zip(leaves, flatten(b)[0])):
+        if (found := problem(paths[k], x, y)) is not None:
+            diff.append(Difference(paths[k], "node", *found))
+    return diff
 
 
 def _custom(message: str | None, format_vars: Sequence[Any]) -> str | None:
@@ -61,10 +68,10 @@ def _untraced(trees: tuple[Any, ...], name: str) -> None:
     if tracer is None:
         return
     for i, tree in enumerate(trees):
-        leaves, _, paths = flatten(tree, with_path=True)
-        assert paths is not None
-        for path, x in zip(paths, leaves):
+        leaves, treedef, _ = flatten(tree)
+        for k, x in enumerate(leaves):
             if isinstance(x, tracer):
+                path = LeafPaths(tree, treedef)[k]
                 raise TypeError(
                     f"{name} compares values: tree {i}{keystr(path)} is {describe_leaf(x)} being traced (inside "
                     "jax.jit, grad or vmap), whose values are not known until the function runs\n"
@@ -119,8 +126,12 @@ def assert_trees_all_close(
     def compare(a: Any, b: Any) -> TreeDiff:
         return diff_trees(a, b, strict, strict, True, rtol, atol, is_leaf, scalars=not strict, of_y=True)
 
+    numbers = [j for j, t in enumerate(trees) if j >= 2 and is_number(t)]  # (rtol and atol were positional once)
+    hint = "" if not numbers or is_number(trees[0]) else (
+        "\nassert_trees_all_close takes rtol and atol as keywords (as chex's); every positional argument is a "
+        f"tree: got {trees[numbers[0]]!r} as tree {numbers[0]}")
     _assert_all(trees, "is not close to", "assert_trees_all_close", compare, f" (rtol={rtol}, atol={atol})",
-                _custom(custom_message, custom_message_format_vars))
+                _custom(custom_message, custom_message_format_vars), hint)
 
 
 def assert_trees_all_equal(
@@ -260,20 +271,13 @@ def assert_trees_all_equal_sizes(*trees: Any) -> None:
     """
     __tracebackhide__ = True
 
-    def compare(a: Any, b: Any) -> TreeDiff:
-        diff = diff_trees(a, b, False, False, False, 0.0, 0.0, None)
-        if diff:
-            return diff
-        out = TreeDiff()
-        leaves_a, _, paths = flatten(a, with_path=True)
-        assert paths is not None
-        for path, x, y in zip(paths, leaves_a, flatten(b)[0]):
-            if _size(x) != _size(y):
-                sizes = (f"size {_size(v)} ({describe_leaf(v)})" for v in (x, y))
-                out.append(Difference(path, "node", *sizes))
-        return out
+    def problem(path: KeyPath, x: Any, y: Any) -> tuple[str, str] | None:
+        if _size(x) == _size(y):
+            return None
+        return f"size {_size(x)} ({describe_leaf(x)})", f"size {_size(y)} ({describe_leaf(y)})"
 
-    _assert_all(trees, "does not have the sizes of", "assert_trees_all_equal_sizes", compare)
+    _assert_all(trees, "does not have the sizes of", "assert_trees_all_equal_sizes",
+                lambda a, b: _per_leaf(a, b, False, problem))
 
 
 def _size(x: Any) -> int:
@@ -308,20 +312,14 @@ def assert_trees_all_close_ulp(*trees: Any, maxulp: int = 1) -> None:
     __tracebackhide__ = True
     _untraced(trees, "assert_trees_all_close_ulp")
 
-    def compare(a: Any, b: Any) -> TreeDiff:
-        diff = diff_trees(a, b, True, False, False, 0.0, 0.0, None)
-        if diff:
-            return diff
-        leaves_a, _, paths = flatten(a, with_path=True)
-        assert paths is not None
-        for path, x, y in zip(paths, leaves_a, flatten(b)[0]):
-            apart = _ulps_apart(x, y)
-            if apart > maxulp:
-                expected = f"values at most {maxulp} ULP from a{keystr(path)}"
-                diff.append(Difference(path, "node", expected, f"values {apart:g} ULP apart"))
-        return diff
+    def problem(path: KeyPath, x: Any, y: Any) -> tuple[str, str] | None:
+        apart = _ulps_apart(x, y)
+        if apart <= maxulp:
+            return None
+        return f"values at most {maxulp} ULP from a{keystr(path)}", f"values {apart:g} ULP apart"
 
-    _assert_all(trees, f"is not within {maxulp} ULP of", "assert_trees_all_close_ulp", compare)
+    _assert_all(trees, f"is not within {maxulp} ULP of", "assert_trees_all_close_ulp",
+                lambda a, b: _per_leaf(a, b, True, problem))
 
 
 def _ulps_apart(x: Any, y: Any) -> float:

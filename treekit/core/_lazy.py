@@ -12,12 +12,13 @@ __all__ = ["lazy_names"]
 
 
 def lazy_names(
-    package: str, modules: Mapping[str, Iterable[str]]
+    package: str, modules: Mapping[str, Iterable[str]], prefix: str = ""
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package`` for names its modules give on first use.
 
-    ``modules`` maps a module of ``package`` (its name relative to the package) to the names
-    taken from it. The first lookup of a name imports its module and sets the name on the
+    ``modules`` maps a module of ``package`` (its name relative to the package, ``'.ops'`` for
+    a sibling of a module) to the names taken from it; the value of ``name`` is the module's
+    ``prefix + name``. The first lookup of a name imports its module and sets the name on the
     package, so later lookups never come back here.
 
     >>> getattr_, dir_ = lazy_names('json', {'decoder': ['JSONDecodeError']})
@@ -31,6 +32,7 @@ def lazy_names(
     Args:
         package: The package's ``__name__``.
         modules: ``{module: names}``.
+        prefix: What the modules' names start with that the package's do not.
 
     Returns:
         ``(__getattr__, __dir__)``, to assign at the package's top level.
@@ -41,7 +43,7 @@ def lazy_names(
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        value = getattr(importlib.import_module(f".{module}", package), prefix + name)
         setattr(sys.modules[package], name, value)
         return value
 

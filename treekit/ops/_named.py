@@ -52,19 +52,19 @@ def find_named(
     one found are searched too, as optax does.
     """
     nodes: dict[KeyPath, Any] = {}
-    found: list[tuple[KeyPath, Any]] = []
+    found: list[tuple[KeyPath, Any, bool]] = []  # (path, value, whether found by its class name)
 
     def visit(path: KeyPath, node: Any) -> bool:
         nodes[path] = node
         if _is_namedtuple(node) and type(node).__name__ == name:
-            found.append((path, node))
+            found.append((path, node, True))
         elif path and type(plain_key(path[-1])) is str and simple_text(path[-1]) == name:
-            found.append((path, node))
+            found.append((path, node, False))
         return False
 
     flatten(tree, visit, with_path=True, leaf_takes_path=True, label=label)  # the one walk: cycles, depth
     out = []
-    for path, value in _optax_order(found, list(nodes), name):
+    for path, value in _optax_order(found, list(nodes)):
         theirs = tuple(
             NamedTupleKey(type(parent).__name__, entry.name)
             if type(entry) is GetAttrKey and _is_namedtuple(parent := nodes[path[:i]])
@@ -76,13 +76,12 @@ def find_named(
     return out
 
 
-def _optax_order(found: list[tuple[KeyPath, Any]], preorder: list[KeyPath], name: Any) -> list[tuple[KeyPath, Any]]:
+def _optax_order(found: list[tuple[KeyPath, Any, bool]], preorder: list[KeyPath]) -> list[tuple[KeyPath, Any]]:
     """``found`` in optax's order: the places held by the outermost nodes holding the name,
     then, child by child of each such node, the same inside it."""
     rank = {path: i for i, path in enumerate(preorder)}
     held: dict[KeyPath, list[tuple[KeyPath, Any]]] = {}  # node holding the name -> its places
-    for path, value in found:
-        itself = _is_namedtuple(value) and type(value).__name__ == name  # (a namedtuple found by its class)
+    for path, value, itself in found:  # (a namedtuple found by its class name holds itself)
         held.setdefault(path if itself else path[:-1], []).append((path, value))
 
     def arrange(holders: list[KeyPath]) -> list[tuple[KeyPath, Any]]:

@@ -222,11 +222,6 @@ def tree_min(tree: Any) -> Any:
     return _extreme(tree, "min", math.inf)
 
 
-def _has_data(x: Any) -> bool:
-    """An array with values (equinox's ``is_array``): not a ``ShapeDtypeStruct``."""
-    return is_array(x) and hasattr(x, "__array__")
-
-
 def tree_equal(*pytrees: Any, typematch: bool = False, rtol: Any = 0.0, atol: Any = 0.0) -> Any:
     """Whether the trees are equal (equinox's ``tree_equal``): one structure, arrays of the same
     shape and dtype holding equal values (within ``rtol``/``atol``; NaN is not equal to NaN,
@@ -252,6 +247,8 @@ def tree_equal(*pytrees: Any, typematch: bool = False, rtol: Any = 0.0, atol: An
     Returns:
         A bool, or a 0-d jax bool array.
     """
+    from treekit.ops._partition import is_array as has_data  # (equinox's is_array: not a ShapeDtypeStruct)
+
     first, treedef, _ = flatten(pytrees[0])
     result: Any = True
     for tree in pytrees[1:]:
@@ -259,9 +256,9 @@ def tree_equal(*pytrees: Any, typematch: bool = False, rtol: Any = 0.0, atol: An
         if other != treedef:
             return False
         for x, y in zip(first, leaves):
-            if (typematch and type(x) is not type(y)) or _has_data(x) != _has_data(y):
+            if (typematch and type(x) is not type(y)) or has_data(x) != has_data(y):
                 return False
-            if not _has_data(x):  # (a ShapeDtypeStruct too, compared by ==, as equinox)
+            if not has_data(x):  # (a ShapeDtypeStruct too, compared by ==, as equinox)
                 if x != y:
                     return False
                 continue
