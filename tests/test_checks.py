@@ -206,7 +206,8 @@ DIFFS = [
         {"w": np.array([1.0, 2.5, 1e-3, np.nan]), "lr": 0.1 + 1e-12, "act": "gelu"},
         [
             "b['act']: expected 'relu', got 'gelu'",
-            "b['w']: expected the values of a['w'], got 2 of 4 different (max abs error 0.5, max rel error inf)",
+            "b['w']: expected the values of a['w'], got 2 of 4 different (max abs error 0.5, max rel error inf; "
+            "the farthest apart at [1]: 2.0 in a, 2.5 in b; float64)",
         ],
         {"values": True, "rtol": 1e-6},
     ),
@@ -287,7 +288,8 @@ def test_assert_trees_all_close_lists_failing_paths_with_errors() -> None:
     message = (
         "b is not close to a (rtol=0.001, atol=0.0): 2 differences\n"
         "b['b']: expected shape (2,), got shape (3,)\n"
-        "b['w']: expected the values of a['w'], got 2 of 3 different (max abs error 0.3, max rel error 0.1)"
+        "b['w']: expected the values of a['w'], got 2 of 3 different (max abs error 0.3, max rel error 0.1; "
+        "the farthest apart at [2]: 3.0 in a, 3.3 in b; float64)"
     )
     with pytest.raises(AssertionError, match="^" + re.escape(message) + "$"):
         tk.assert_trees_all_close(a, b, rtol=1e-3)
@@ -305,7 +307,8 @@ def test_assert_trees_all_equal_is_exact_and_dtype_strict_with_strict() -> None:
     tk.assert_trees_all_equal([np.array([np.nan, 1.0]), "s", None], [np.array([np.nan, 1.0]), "s", None], strict=True)
     message = (
         "b is not equal to a: 3 differences\n"
-        "b[0]: expected the values of a[0], got 1 of 2 different (max abs error 1e-12, max rel error 1e-12)\n"
+        "b[0]: expected the values of a[0], got 1 of 2 different (max abs error 1e-12, max rel error 1e-12; "
+        "the farthest apart at [1]: 1.0 in a, 1.000000000001 in b; float64)\n"
         "b[1]: expected dtype int32, got dtype int64\n"
         "b[2]: expected int 1, got float 1.0"
     )

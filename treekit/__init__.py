@@ -36,8 +36,11 @@ from treekit.checks import assert_trees_all_equal_shapes as assert_trees_all_equ
 from treekit.checks import assert_trees_all_equal_shapes_and_dtypes as assert_trees_all_equal_shapes_and_dtypes
 from treekit.checks import assert_trees_all_equal_sizes as assert_trees_all_equal_sizes
 from treekit.checks import assert_trees_all_equal_structs as assert_trees_all_equal_structs
+from treekit.checks import block_until_chexify_assertions_complete as block_until_chexify_assertions_complete
 from treekit.checks import check_spec as check_spec
+from treekit.checks import chexify as chexify
 from treekit.checks import same_structure as same_structure
+from treekit.checks import tree_check as tree_check
 from treekit.checks import tree_diff as tree_diff
 from treekit.checks import tree_spec as tree_spec
 from treekit.core import DictKey as DictKey
@@ -208,7 +211,9 @@ __all__ = [
     "assert_trees_all_equal_sizes",
     "assert_trees_all_equal_structs",
     "backend",
+    "block_until_chexify_assertions_complete",
     "check_spec",
+    "chexify",
     "combine",
     "default_registry",
     "flatten_one_level",
@@ -251,6 +256,7 @@ __all__ = [
     "tree_diff",
     "tree_div",
     "tree_dtype",
+    "tree_check",
     "tree_equal",
     "tree_flatten",
     "tree_flatten_with_path",

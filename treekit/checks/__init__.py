@@ -1,5 +1,6 @@
 # Lives here: _checks.py (tree_diff, the one diff behind same_structure and the asserts),
-# _leaf_values.py, _asserts.py, _tree_asserts.py, _placement.py, _specs.py (check_spec), and the hypothesis modules
+# _leaf_values.py, _asserts.py, _tree_asserts.py, _traced.py (value asserts under jit, chexify), _placement.py,
+# _shared_nodes.py (tree_check), _specs.py (check_spec), and the hypothesis modules
 # (_strategies, _array_strategies, _laws), which give their names on first use.
 # May import: core, ops, sharding, look (diffs render with look's HTML). Start at _checks.py.
 """Checking trees: structure diffs and asserts, value asserts, specs, node-type laws, hypothesis strategies."""
@@ -22,6 +23,7 @@ from treekit.checks._checks import tree_diff as tree_diff
 from treekit.checks._placement import assert_tree_is_on_device as assert_tree_is_on_device
 from treekit.checks._placement import assert_tree_is_on_host as assert_tree_is_on_host
 from treekit.checks._placement import assert_tree_is_sharded as assert_tree_is_sharded
+from treekit.checks._shared_nodes import tree_check as tree_check
 from treekit.checks._specs import ANY as ANY
 from treekit.checks._specs import NON_ARRAY as NON_ARRAY
 from treekit.checks._specs import SpecMismatchError as SpecMismatchError
@@ -29,6 +31,8 @@ from treekit.checks._specs import SpecWildcard as SpecWildcard
 from treekit.checks._specs import assert_tree_shapes as assert_tree_shapes
 from treekit.checks._specs import check_spec as check_spec
 from treekit.checks._specs import tree_spec as tree_spec
+from treekit.checks._traced import block_until_chexify_assertions_complete as block_until_chexify_assertions_complete
+from treekit.checks._traced import chexify as chexify
 from treekit.checks._tree_asserts import assert_trees_all_close as assert_trees_all_close
 from treekit.checks._tree_asserts import assert_trees_all_close_ulp as assert_trees_all_close_ulp
 from treekit.checks._tree_asserts import assert_trees_all_equal as assert_trees_all_equal

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from treekit.checks._traced import traced_checks
 from treekit.core import (
     IsLeaf,
     LeafPaths,
@@ -65,17 +66,22 @@ def assert_tree_all_finite(tree: Any, *, is_leaf: IsLeaf | None = None) -> None:
 
     Raises:
         AssertionError: Listing every leaf holding NaN or inf.
-        TypeError: If an array has no values to read here (a tracer under ``jit``, a
-            ``ShapeDtypeStruct``, a deleted array, an array other processes hold part of),
-            naming each.
+        TypeError: If an array has no values to read here (a tracer under ``jit`` outside
+            :func:`chexify`, a ``ShapeDtypeStruct``, a deleted array, an array other processes
+            hold part of), naming each.
     """
     __tracebackhide__ = True
     lines: dict[int, str] = {}
     leaves, paths = _with_paths(tree, is_leaf)
+    checks = traced_checks((tree,), "assert_tree_all_finite")
     arrays = []  # bool and int arrays are always finite
     for i, x in enumerate(leaves):
         if is_array(x):
-            if is_inexact_dtype(x.dtype):
+            if not is_inexact_dtype(x.dtype):
+                continue
+            if checks is not None and checks.traced(x):
+                checks.finite(paths[i], x)
+            else:
                 arrays.append(i)
         # ints are always finite (and may be too big for a complex)
         elif isinstance(x, numbers.Complex) and not isinstance(x, numbers.Integral) and not cmath.isfinite(x):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from treekit.checks._leaf_values import element_errors, is_number, leaf_differences
+from treekit.checks._traced import Checks
 from treekit.core import (
     DictKey,
     IsLeaf,
@@ -221,9 +222,10 @@ def tree_diff(
 
 def diff_trees(
     a: Any, b: Any, shapes: bool, dtypes: bool, values: bool, rtol: float, atol: float, is_leaf: IsLeaf | None,
-    scalars: bool = False, of_y: bool = False,
+    scalars: bool = False, of_y: bool = False, checks: Checks | None = None,
 ) -> TreeDiff:
-    """:func:`tree_diff`, and chex's leaf rules (see :func:`leaf_differences`) for the asserts."""
+    """:func:`tree_diff`, and chex's leaf rules (see :func:`leaf_differences`) for the asserts;
+    ``checks``: a value assert's checks of traced leaves (see :func:`traced_checks`)."""
     out = TreeDiff()
     out._trees = (a, b, is_leaf)
     items, paths = align(a, b, "b", is_leaf, is_leaf)
@@ -232,7 +234,10 @@ def diff_trees(
             out.append(item)
         else:
             i, x, y = item
-            found = leaf_differences(x, y, shapes, dtypes, values, rtol, atol, scalars, of_y)
+            if checks is not None and values and checks.traced(x, y):
+                found = checks.leaf_differences(paths[i], x, y, shapes, dtypes, rtol, atol, scalars)
+            else:
+                found = leaf_differences(x, y, shapes, dtypes, values, rtol, atol, scalars, of_y)
             if found:
                 path = paths[i]
                 out.extend(Difference(path, *d) for d in found)

@@ -133,6 +133,7 @@ def element_errors(x: Any, y: Any, scalar: bool = False) -> tuple[int, int, str 
     count, total = int(unequal.sum()), int(unequal.size)
     if af is None or bf is None or not count:
         return count, total, None
+    a, b = np.asarray(x), np.asarray(y)
     with np.errstate(divide="ignore", invalid="ignore"):
         abs_error = np.abs(bf[unequal] - af[unequal])
         rel_error = abs_error / np.abs(af[unequal])
@@ -145,4 +146,14 @@ def element_errors(x: Any, y: Any, scalar: bool = False) -> tuple[int, int, str 
         words.append(f"{most}rel error {float(rel.max()) if rel.size else math.nan:.3g}")
     if nan.any() and not scalar:
         words.append(f"{int(nan.sum())} NaN on one side")
-    return count, total, ", ".join(words) or None
+    if scalar:
+        return count, total, ", ".join(words) or None
+    # chex's information too: which elements (the one farthest apart, or the first), both values, the dtypes
+    places = np.argwhere(unequal)
+    at = tuple(int(i) for i in places[0 if nan.all() else int(np.nanargmax(abs_error))])
+    which = "the first" if nan.all() else "the farthest apart"
+    kinds = [dtype_name(a.dtype), dtype_name(b.dtype)]
+    where = f"{which} at [{', '.join(map(str, at))}]: {a[at]!s} in a, {b[at]!s} in b"  # (numpy's shortest form)
+    dtypes = kinds[0] if kinds[0] == kinds[1] else f"{kinds[0]} in a, {kinds[1]} in b"
+    return count, total, "; ".join([", ".join(words), where, dtypes] if words else [where, dtypes])
+

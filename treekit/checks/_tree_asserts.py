@@ -5,12 +5,12 @@ difference by key path (``b`` the tree checked, ``a`` the first)."""
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from treekit.checks._checks import Difference, TreeDiff, diff_trees, report
 from treekit.checks._leaf_values import is_number
+from treekit.checks._traced import traced_checks
 from treekit.core import IsLeaf, KeyPath, LeafPaths, describe_leaf, flatten, is_array, keystr
 
 __all__ = [
@@ -60,26 +60,6 @@ def _custom(message: str | None, format_vars: Sequence[Any]) -> str | None:
     return message.format(*format_vars) if message else None
 
 
-def _untraced(trees: tuple[Any, ...], name: str) -> None:
-    """Raise, naming the first traced leaf, if a tree holds values ``jit`` (or ``grad``,
-    ``vmap``) is tracing: they are not known until the function runs."""
-    jax = sys.modules.get("jax")
-    tracer = getattr(getattr(jax, "core", None), "Tracer", None)
-    if tracer is None:
-        return
-    for i, tree in enumerate(trees):
-        leaves, treedef, _ = flatten(tree)
-        for k, x in enumerate(leaves):
-            if isinstance(x, tracer):
-                path = LeafPaths(tree, treedef)[k]
-                raise TypeError(
-                    f"{name} compares values: tree {i}{keystr(path)} is {describe_leaf(x)} being traced (inside "
-                    "jax.jit, grad or vmap), whose values are not known until the function runs\n"
-                    "assert outside the traced function, or on its outputs; to check inside it, "
-                    "use chex.chexify with chex's assert or jax.debug.callback"
-                )
-
-
 def assert_trees_all_close(
     *trees: Any,
     rtol: float = 1e-6,
@@ -102,7 +82,8 @@ def assert_trees_all_close(
     Traceback (most recent call last):
     ...
     AssertionError: b is not close to a (rtol=1e-06, atol=0.0): 1 difference
-    b['w']: expected the values of a['w'], got 2 of 4 different (max abs error 2, max rel error 2)
+    b['w']: expected the values of a['w'], got 2 of 4 different (max abs error 2, max rel error 2; the farthest apart
+    at [3]: 1.0 in a, 3.0 in b; float64)
 
     Args:
         *trees: Two or more trees; each is compared with the first.
@@ -121,17 +102,18 @@ def assert_trees_all_close(
         ValueError: Given fewer than 2 trees.
     """
     __tracebackhide__ = True
-    _untraced(trees, "assert_trees_all_close")
+    custom = _custom(custom_message, custom_message_format_vars)
+    checks = traced_checks(trees, "assert_trees_all_close", custom_message, custom_message_format_vars)
 
     def compare(a: Any, b: Any) -> TreeDiff:
-        return diff_trees(a, b, strict, strict, True, rtol, atol, is_leaf, scalars=not strict, of_y=True)
+        return diff_trees(a, b, strict, strict, True, rtol, atol, is_leaf, scalars=not strict, of_y=True, checks=checks)
 
     numbers = [j for j, t in enumerate(trees) if j >= 2 and is_number(t)]  # (rtol and atol were positional once)
     hint = "" if not numbers or is_number(trees[0]) else (
         "\nassert_trees_all_close takes rtol and atol as keywords (as chex's); every positional argument is a "
         f"tree: got {trees[numbers[0]]!r} as tree {numbers[0]}")
     _assert_all(trees, "is not close to", "assert_trees_all_close", compare, f" (rtol={rtol}, atol={atol})",
-                _custom(custom_message, custom_message_format_vars), hint)
+                custom, hint)
 
 
 def assert_trees_all_equal(
@@ -169,13 +151,13 @@ def assert_trees_all_equal(
         ValueError: Given fewer than 2 trees.
     """
     __tracebackhide__ = True
-    _untraced(trees, "assert_trees_all_equal")
+    custom = _custom(custom_message, custom_message_format_vars)
+    checks = traced_checks(trees, "assert_trees_all_equal", custom_message, custom_message_format_vars)
 
     def compare(a: Any, b: Any) -> TreeDiff:
-        return diff_trees(a, b, strict, strict, True, 0.0, 0.0, is_leaf, scalars=not strict, of_y=True)
+        return diff_trees(a, b, strict, strict, True, 0.0, 0.0, is_leaf, scalars=not strict, of_y=True, checks=checks)
 
-    _assert_all(trees, "is not equal to", "assert_trees_all_equal", compare, "",
-                _custom(custom_message, custom_message_format_vars))
+    _assert_all(trees, "is not equal to", "assert_trees_all_equal", compare, "", custom)
 
 
 def assert_trees_all_equal_structs(*trees: Any) -> None:
@@ -310,9 +292,12 @@ def assert_trees_all_close_ulp(*trees: Any, maxulp: int = 1) -> None:
         ValueError: Given fewer than 2 trees.
     """
     __tracebackhide__ = True
-    _untraced(trees, "assert_trees_all_close_ulp")
+    checks = traced_checks(trees, "assert_trees_all_close_ulp")
 
     def problem(path: KeyPath, x: Any, y: Any) -> tuple[str, str] | None:
+        if checks is not None and checks.traced(x, y):
+            checks.ulps(path, x, y, maxulp)
+            return None
         apart = _ulps_apart(x, y)
         if apart <= maxulp:
             return None
