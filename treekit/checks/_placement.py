@@ -69,7 +69,7 @@ def assert_tree_is_on_device(tree: Any, *, platform: Sequence[str] | str = ("gpu
     sharded (chex's ``assert_tree_is_on_device``).
 
     >>> import jax
-    >>> assert_tree_is_on_device({'w': jax.numpy.ones(2)}, platform='cpu')
+    >>> assert_tree_is_on_device({'w': jax.numpy.ones(2)}, platform=jax.default_backend())
 
     Args:
         tree: A tree of arrays.
