@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import gc
 import operator
+import sys
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any
@@ -159,14 +160,18 @@ def _drop_answers() -> None:
         TYPES.pop(cls, None)
 
 
-def _forget_before_full_collection(phase: str, info: dict[str, Any]) -> None:
+def _forget_before_full_collection(
+    phase: str, info: dict[str, Any], _finalizing: Callable[[], bool] = sys.is_finalizing
+) -> None:
     """Before each full garbage collection, drop the answers remembered for unregistered
     types (and namedtuple classes' field keys): classes the program has dropped are then
     collected by that very collection, not kept alive by treekit. (A class refers to itself
     through its ``__mro__``, so only a collection frees it.) Skipped when another thread, or
     the code the collection interrupted, holds the lock: the next full collection does it.
+    Skipped at interpreter exit too, whose collections run while modules' globals are cleared
+    (``sys.is_finalizing`` is bound as a default, so it is there then).
     """
-    if phase != "start" or info.get("generation") != 2 or getattr(_HELD, "depth", 0):
+    if _finalizing() or phase != "start" or info.get("generation") != 2 or getattr(_HELD, "depth", 0):
         return
     if not _LOCK.acquire(blocking=False):
         return
