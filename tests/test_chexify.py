@@ -62,6 +62,46 @@ def test_under_chexify_the_value_asserts_fail_exactly_where_they_fail_on_the_hos
     assert _outcome(lambda: _sync(tk.assert_tree_all_finite)(trees[-1])) == host
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(-3, 3), min_size=1, max_size=4), st.lists(st.integers(-3, 3), min_size=1, max_size=4),
+       st.sampled_from(["bool", "int8", "int32", "float16", "bfloat16", "float32"]),
+       st.sampled_from([(0.0, 0.0), (0.0, 1.0), (0.5, 0.0), (0.0, 0.999)]))
+@example([1], [2], "bfloat16", (0.0, 0.999))  # (0.999 is 1.0 in bfloat16: compared in float32, as on the host)
+@example([1], [0], "bool", (0.0, 1.0))
+def test_under_chexify_other_dtypes_compare_as_on_the_host(
+    xs: list[int], ys: list[int], dtype: str, tolerance: tuple[float, float]
+) -> None:
+    x = jnp.asarray(xs, dtype)
+    y = jnp.asarray(np.resize(np.array(ys), len(xs)), dtype)
+    rtol, atol = tolerance
+    host = _outcome(lambda: tk.assert_trees_all_close({"w": x}, {"w": y}, rtol=rtol, atol=atol))
+    chexified = _sync(tk.assert_trees_all_close, rtol=rtol, atol=atol)
+    assert _outcome(functools.partial(chexified, {"w": x}, {"w": y})) == host
+
+
+def test_empty_arrays_keys_and_other_leaves_under_chexify_as_on_the_host() -> None:
+    empty = jnp.zeros((0, 3))
+    _sync(tk.assert_tree_all_finite)(empty)
+    _sync(tk.assert_trees_all_equal)(empty, empty)
+    _sync(tk.assert_trees_all_close)({"w": empty}, {"w": empty})
+    key, keys = jax.random.key(0), jax.random.split(jax.random.key(0), 3)
+    for a, b in ((key, jnp.zeros(())), (key, keys)):  # a key against no key, one key against three
+        with pytest.raises(AssertionError):
+            tk.assert_trees_all_equal(a, b)
+        with pytest.raises(AssertionError):
+            _sync(tk.assert_trees_all_equal)(a, b)
+    for check in (tk.assert_trees_all_close_ulp, _sync(tk.assert_trees_all_close_ulp)):
+        with pytest.raises(TypeError, match="PRNG keys"):
+            check({"k": key}, {"k": key})
+
+    class Box:
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    boxed = jax.jit(lambda v: (tk.assert_tree_all_finite({"b": Box(v)}, is_leaf=lambda n: isinstance(n, Box)), v)[1])
+    boxed(jnp.ones(2))  # (is_leaf makes the box a leaf: nothing traced is compared)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.floats(-1e3, 1e3, width=16), min_size=1, max_size=3), st.integers(0, 4), st.integers(0, 3),
        st.sampled_from(["float32", "float16", "bfloat16"]), st.booleans())
@@ -126,6 +166,13 @@ def test_async_checks_raise_at_the_next_call_at_wait_checks_and_at_block_until_c
     with pytest.raises(AssertionError, match="not finite"):
         tk.block_until_chexify_assertions_complete()
     tk.block_until_chexify_assertions_complete()  # each failure raises once
+    other = tk.chexify(jax.jit(lambda x: (tk.assert_trees_all_equal(x, x + 1), x)[1]))
+    checked(bad)
+    other(jnp.ones(1))
+    with pytest.raises(AssertionError, match="not finite"):  # the calls' order, across functions
+        tk.block_until_chexify_assertions_complete()
+    with pytest.raises(AssertionError, match="expected the values of a"):
+        tk.block_until_chexify_assertions_complete()
 
 
 def test_a_check_nobody_waited_for_still_raises_at_exit(tmp_path: Any) -> None:
@@ -134,20 +181,25 @@ def test_a_check_nobody_waited_for_still_raises_at_exit(tmp_path: Any) -> None:
         import jax, jax.numpy as jnp, treekit as tk
         checked = tk.chexify(jax.jit(lambda x: (tk.assert_tree_all_finite({'x': x}), x)[1]))
         checked(jnp.array([jnp.inf]))
+        other = tk.chexify(jax.jit(lambda y: (tk.assert_tree_all_finite({'y': y}), y)[1]))
+        other(jnp.array([jnp.nan]))
         """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert "AssertionError" in done.stderr and "tree['x']: expected finite values" in done.stderr, done.stderr
+    assert "2 chexify checks failed" in done.stderr, done.stderr
+    assert "tree['x']: expected finite values" in done.stderr and "tree['y']" in done.stderr, done.stderr
 
 
 def test_custom_message_may_show_traced_values() -> None:
     def step(x: Any, y: Any) -> Any:
-        tk.assert_trees_all_equal(x, y, custom_message="step {}: sum {}", custom_message_format_vars=(7, x.sum()))
+        tk.assert_trees_all_equal(x, y, custom_message="step {}: sum {:.2f}", custom_message_format_vars=(7, x.sum()))
         return x
 
     checked = tk.chexify(jax.jit(step), async_check=False)
-    with pytest.raises(AssertionError, match=r"^step 7: sum 3\.0\n"):
+    with pytest.raises(AssertionError, match=r"^step 7: sum 3\.00\n"):
         checked(jnp.ones(3), jnp.zeros(3))
+    with pytest.raises(AssertionError, match=r"^step 7: sum <f32\[\] being traced>\n"):  # (found while tracing)
+        checked(jnp.ones(3), jnp.zeros(4))
 
 
 def test_misuse_and_other_checkify_errors() -> None:

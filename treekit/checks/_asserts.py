@@ -73,7 +73,7 @@ def assert_tree_all_finite(tree: Any, *, is_leaf: IsLeaf | None = None) -> None:
     __tracebackhide__ = True
     lines: dict[int, str] = {}
     leaves, paths = _with_paths(tree, is_leaf)
-    checks = traced_checks((tree,), "assert_tree_all_finite")
+    checks = traced_checks((tree,), "assert_tree_all_finite", is_leaf=is_leaf)
     arrays = []  # bool and int arrays are always finite
     for i, x in enumerate(leaves):
         if is_array(x):

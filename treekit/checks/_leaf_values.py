@@ -10,7 +10,7 @@ from typing import Any
 
 from treekit.core import dtype_name, is_array, is_key_dtype
 
-__all__ = ["element_errors", "is_number", "leaf_differences"]
+__all__ = ["beyond_tolerance", "element_errors", "is_number", "leaf_differences"]
 
 
 def is_number(x: Any) -> bool:
@@ -119,10 +119,20 @@ def _close(x: Any, y: Any, rtol: float, atol: float, of_y: bool = False) -> bool
         return True
     if af is None or bf is None or (rtol == 0 and atol == 0):
         return False
-    if of_y:
-        af, bf = bf, af
     with np.errstate(invalid="ignore"):
-        return bool(np.isclose(bf[unequal], af[unequal], rtol=rtol, atol=atol).all())
+        return not beyond_tolerance(np, af[unequal], bf[unequal], rtol, atol, of_y).any()
+
+
+def beyond_tolerance(xp: Any, a: Any, b: Any, rtol: float, atol: float, of_y: bool) -> Any:
+    """Where ``b`` is neither ``a`` (NaN matching NaN) nor within ``atol + rtol * |a|`` of it
+    (``|b|`` with ``of_y``), elementwise with ``xp`` (numpy on the host, ``jax.numpy`` under
+    ``chexify``): the one rule of the value asserts. ``a`` and ``b``: numbers of one shape, in
+    the float or complex type to compare in."""
+    unequal = ~((a == b) | (xp.isnan(a) & xp.isnan(b)))
+    if rtol or atol:
+        ref, other = (b, a) if of_y else (a, b)
+        unequal = unequal & ~xp.isclose(other, ref, rtol=rtol, atol=atol)
+    return unequal
 
 
 def element_errors(x: Any, y: Any, scalar: bool = False) -> tuple[int, int, str | None]:
@@ -153,7 +163,8 @@ def element_errors(x: Any, y: Any, scalar: bool = False) -> tuple[int, int, str 
     at = tuple(int(i) for i in places[0 if nan.all() else int(np.nanargmax(abs_error))])
     which = "the first" if nan.all() else "the farthest apart"
     kinds = [dtype_name(a.dtype), dtype_name(b.dtype)]
-    where = f"{which} at [{', '.join(map(str, at))}]: {a[at]!s} in a, {b[at]!s} in b"  # (numpy's shortest form)
+    where = f"{a[at]!s} in a, {b[at]!s} in b"  # (numpy's shortest form)
+    where = f"{which} at [{', '.join(map(str, at))}]: {where}" if at else where  # (a 0-d array: no index)
     dtypes = kinds[0] if kinds[0] == kinds[1] else f"{kinds[0]} in a, {kinds[1]} in b"
     return count, total, "; ".join([", ".join(words), where, dtypes] if words else [where, dtypes])
 

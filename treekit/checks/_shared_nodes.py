@@ -10,7 +10,7 @@ from treekit.core import IsLeaf, KeyPath, TreeCycleError, flatten_one_level_with
 __all__ = ["tree_check"]
 
 
-def tree_check(tree: Any, *, is_leaf: IsLeaf | None = None) -> None:
+def tree_check(tree: Any, is_leaf: IsLeaf | None = None) -> None:
     """Raise if a node of ``tree`` appears twice (the same object at two key paths) or inside
     itself (equinox's ``tree_check``).
 

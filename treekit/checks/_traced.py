@@ -13,14 +13,15 @@ from __future__ import annotations
 import atexit
 import collections
 import functools
+import itertools
 import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from treekit.checks._leaf_values import is_number, leaf_differences
-from treekit.core import KeyPath, LeafPaths, describe_leaf, flatten, is_array, is_key_dtype, keystr
+from treekit.checks._leaf_values import beyond_tolerance, is_number, leaf_differences
+from treekit.core import IsLeaf, KeyPath, LeafPaths, describe_leaf, flatten, is_array, is_key_dtype, keystr
 
 __all__ = ["Checks", "block_until_chexify_assertions_complete", "chexify", "traced_checks"]
 
@@ -48,7 +49,8 @@ def _chex_storage() -> Any:
 
 
 def traced_checks(
-    trees: tuple[Any, ...], name: str, custom: str | None = None, custom_vars: Sequence[Any] = ()
+    trees: tuple[Any, ...], name: str, custom: str | None = None, custom_vars: Sequence[Any] = (),
+    is_leaf: IsLeaf | None = None,
 ) -> Checks | None:
     """``None`` if no leaf of ``trees`` is being traced; the :class:`Checks` that ``name`` adds
     if a chexify runs (``custom``: chex's ``custom_message``, formatted with ``custom_vars``
@@ -58,7 +60,7 @@ def traced_checks(
     if tracer is None:
         return None
     for i, tree in enumerate(trees):
-        leaves, treedef, _ = flatten(tree)
+        leaves, treedef, _ = flatten(tree, is_leaf)
         for k, x in enumerate(leaves):
             if isinstance(x, tracer):
                 if _LEVEL.level or getattr(_chex_storage(), "level", 0):
@@ -87,16 +89,34 @@ def _call_site() -> str:
     return "?"
 
 
+class _Shown:
+    """A traced value in a message formatted while tracing: what it is, whatever the format spec."""
+
+    def __init__(self, x: Any) -> None:
+        self.text = f"<{describe_leaf(x)} being traced>"
+
+    def __format__(self, spec: str) -> str:
+        return self.text
+
+
+def format_custom(message: str, format_vars: Sequence[Any]) -> str:
+    """chex's ``custom_message`` formatted with ``custom_message_format_vars`` now (a traced
+    value shown as such: its numbers are not known yet)."""
+    return message.format(*(_Shown(v) if _traced(v) else v for v in format_vars))
+
+
+def _traced(*leaves: Any) -> bool:
+    return any(isinstance(x, _tracer_type()) for x in leaves)
+
+
+def _key(x: Any) -> bool:
+    return is_array(x) and is_key_dtype(x.dtype)
+
+
 def _shape(x: Any) -> tuple[int, ...]:
     import numpy as np
 
     return tuple(x.shape) if is_array(x) else tuple(np.shape(x))
-
-
-def _array(x: Any) -> Any:
-    import jax.numpy as jnp
-
-    return jnp.asarray(x)
 
 
 def _escape(text: str) -> str:
@@ -111,11 +131,12 @@ class Checks:
         self.site = _call_site()
         # chex's custom_message: formatted now, or, where it shows traced numbers, when the check fails
         self.custom, self.custom_vars = custom, list(custom_vars)
-        if custom and not (self.traced(*custom_vars) and all(is_array(v) or is_number(v) for v in custom_vars)):
-            self.custom, self.custom_vars = _escape(custom.format(*custom_vars)), []
+        if custom and not (_traced(*custom_vars) and all(is_array(v) or is_number(v) for v in custom_vars)):
+            self.custom, self.custom_vars = _escape(format_custom(custom, custom_vars)), []
 
     def traced(self, *leaves: Any) -> bool:
-        return any(isinstance(x, _tracer_type()) for x in leaves)
+        """Whether a leaf of these is being traced (then checked here, not on the host)."""
+        return _traced(*leaves)
 
     def leaf_differences(
         self, path: KeyPath, x: Any, y: Any, shapes: bool, dtypes: bool, rtol: float, atol: float, scalars: bool
@@ -123,19 +144,20 @@ class Checks:
         """:func:`leaf_differences` for a pair with a traced leaf: what tracing knows (shapes and
         dtypes, by the same rules) now; the values checked when the function runs."""
         found = leaf_differences(x, y, shapes, dtypes, False, rtol, atol)
+        if found:
+            return found
         sx, sy = _shape(x), _shape(y)
-        if sx != sy and not any(kind == "shape" for kind, _, _ in found) and not (scalars and () in (sx, sy)):
-            found.append(("shape", sx, sy))
-        if not found:
-            if all(is_array(v) or is_number(v) for v in (x, y)):
-                self.values(path, x, y, rtol, atol)
-            else:  # (a string, say, against a traced array)
-                found.append(("type", x, y))
-        return found
+        if _key(x) != _key(y) or not all(is_array(v) or is_number(v) for v in (x, y)):
+            return [("type", x, y)]  # (a string, or a typed PRNG key, against a traced array)
+        if sx != sy and not (scalars and () in (sx, sy) and not _key(x)):  # (the host's scalar rule)
+            return [("shape", sx, sy)]
+        self.values(path, x, y, rtol, atol)
+        return []
 
     def _check(self, ok: Any, line: str, **values: Any) -> None:
         """Add the check ``ok``; its error is ``line`` with ``values`` put in (by name, as the
         custom message's fields are by position)."""
+        import jax.numpy as jnp
         from jax.experimental import checkify
 
         chex = _chex_storage()
@@ -146,34 +168,29 @@ class Checks:
         else:
             first = f"{self.custom}\n" if self.custom else ""
             message = f"{first}treekit.{self.name} failed under jit at {_escape(self.site)}\n{line}"
-        checkify.check(ok, message, *map(_array, self.custom_vars), **values)
+        checkify.check(ok, message, *map(jnp.asarray, self.custom_vars), **values)
 
     def values(self, path: KeyPath, x: Any, y: Any, rtol: float, atol: float) -> None:
-        """Check ``|x - y| <= atol + rtol * |y|`` (equal with no tolerance; NaN equal to NaN)."""
+        """Check the host's rule (:func:`beyond_tolerance`, ``rtol`` a fraction of ``|y|``) in
+        the device's widest float type (float32, float64 with x64) or complex."""
         import jax
         import jax.numpy as jnp
 
-        if any(is_array(v) and is_key_dtype(v.dtype) for v in (x, y)):  # typed PRNG keys: by their key data
+        if _key(x):  # typed PRNG keys (both: see leaf_differences): by their key data
             x, y, rtol, atol = jax.random.key_data(x), jax.random.key_data(y), 0.0, 0.0
         x, y = jnp.broadcast_arrays(jnp.asarray(x), jnp.asarray(y))
-        kind = jnp.result_type(x, y)
-        equal = x == y
-        if jnp.issubdtype(kind, jnp.inexact):
-            equal = equal | (jnp.isnan(x) & jnp.isnan(y))
-            if rtol or atol:
-                with jax.numpy_dtype_promotion("standard"):
-                    equal = equal | (jnp.abs(x - y) <= atol + rtol * jnp.abs(y))
-        elif (rtol or atol) and not jnp.issubdtype(kind, jnp.bool_):
-            gap = jnp.abs(x.astype(jnp.float32) - y.astype(jnp.float32))
-            equal = equal | (gap <= atol + rtol * jnp.abs(y.astype(jnp.float32)))
-        unequal = ~equal.reshape(-1)
-        first = jnp.argmax(unequal)
+        if x.size == 0:
+            return
+        kind = complex if jnp.iscomplexobj(x) or jnp.iscomplexobj(y) else float
+        a, b = x.astype(jnp.result_type(kind)), y.astype(jnp.result_type(kind))
+        bad = (beyond_tolerance(jnp, a, b, rtol, atol, True) & (x != y)).reshape(-1)  # (x != y: ints exactly)
+        first = jnp.argmax(bad)
         p = _escape(keystr(path))
         self._check(
-            ~unequal.any(),
-            f"b{p}: expected the values of a{p}, got {{tk_count}} of {unequal.size} different (the first at "
+            ~bad.any(),
+            f"b{p}: expected the values of a{p}, got {{tk_count}} of {bad.size} different (the first at "
             f"flat index {{tk_at}}: {{tk_a}} in a, {{tk_b}} in b; dtypes {x.dtype} and {y.dtype})",
-            tk_count=unequal.sum(), tk_at=first, tk_a=x.reshape(-1)[first], tk_b=y.reshape(-1)[first],
+            tk_count=bad.sum(), tk_at=first, tk_a=x.reshape(-1)[first], tk_b=y.reshape(-1)[first],
         )
 
     def finite(self, path: KeyPath, x: Any) -> None:
@@ -181,6 +198,8 @@ class Checks:
         import jax.numpy as jnp
 
         bad = ~jnp.isfinite(x).reshape(-1)
+        if bad.size == 0:
+            return
         first = jnp.argmax(bad)
         self._check(
             ~bad.any(),
@@ -222,31 +241,39 @@ class Checks:
 
 
 class _Pending:
-    """The check results of one chexified function's calls not yet looked at, oldest first."""
+    """The check results of one chexified function's calls not yet looked at, oldest first,
+    each with its call's number (calls are numbered across functions)."""
 
     def __init__(self) -> None:
-        self.errors: collections.deque[Any] = collections.deque()
-        self.lock = threading.Lock()
+        self.errors: collections.deque[tuple[int, Any]] = collections.deque()
 
     def raise_done(self, wait: bool) -> None:
         """Raise the first failed check among the calls done (all of them, waiting, with ``wait``)."""
-        while True:
-            with self.lock:
-                if not self.errors:
-                    _PENDING.discard(self)
-                    return
-                if not (wait or _ready(self.errors[0])):
-                    return
-                error = self.errors.popleft()
-            _raise(error)
+        while self.raise_next(wait):
+            pass
+
+    def raise_next(self, wait: bool) -> bool:
+        """Look at the oldest call's checks if done (or ``wait``): raise if one failed; whether
+        there was one to look at."""
+        with _LOCK:
+            if not self.errors:
+                _PENDING.pop(self, None)
+                return False
+            if not (wait or _ready(self.errors[0][1])):
+                return False
+            error = self.errors.popleft()[1]
+        _raise(error)
+        return True
 
     def add(self, error: Any) -> None:
-        with self.lock:
-            self.errors.append(error)
-            _PENDING.add(self)
+        with _LOCK:
+            self.errors.append((next(_CALLS), error))
+            _PENDING[self] = None
 
 
-_PENDING: set[_Pending] = set()  # those holding checks not yet read (even of functions since dropped)
+_LOCK = threading.Lock()
+_CALLS = itertools.count()
+_PENDING: dict[_Pending, None] = {}  # those holding checks not yet read (even of functions since dropped)
 
 
 def _ready(error: Any) -> bool:
@@ -276,7 +303,9 @@ def chexify(fn: F, async_check: bool = True, errors: Any = None) -> F:
     of elements that fail and the first of them, and where the assert was called.
     With ``async_check=False`` it raises when ``fn`` returns (waiting for it); with ``True`` (the
     default, as chex) when a later call finds it done, or at ``fn.wait_checks()``,
-    :func:`block_until_chexify_assertions_complete` or interpreter exit.
+    :func:`block_until_chexify_assertions_complete` or interpreter exit. Values are compared on
+    the device, in its float type (see the docs' "Working with JAX" page for what differs from
+    the host).
 
     >>> import jax, jax.numpy as jnp
     >>> from treekit import assert_tree_all_finite
@@ -303,8 +332,8 @@ def chexify(fn: F, async_check: bool = True, errors: Any = None) -> F:
         ``fn`` with its checks raised; its ``wait_checks()`` raises those not yet raised.
 
     Raises:
-        RuntimeError: If called inside another chexified call or a traced function (chexify
-            the outermost function only).
+        RuntimeError: From the function returned, called inside another chexified call or
+            on traced values (chexify the outermost function only).
     """
     from jax.experimental import checkify
 
@@ -339,12 +368,32 @@ def chexify(fn: F, async_check: bool = True, errors: Any = None) -> F:
 
 
 def block_until_chexify_assertions_complete() -> None:
-    """Wait for every chexified function's checks and raise the first that failed (chex's name).
+    """Wait for every chexified function's checks and raise the first that failed, in the
+    order of the calls (chex's name); those after it are raised by later calls.
 
     >>> block_until_chexify_assertions_complete()  # nothing pending
     """
-    for pending in list(_PENDING):
-        pending.raise_done(wait=True)
+    while True:
+        with _LOCK:
+            oldest = min((p for p in _PENDING if p.errors), key=lambda p: p.errors[0][0], default=None)
+        if oldest is None:
+            return
+        oldest.raise_next(wait=True)
 
 
-atexit.register(block_until_chexify_assertions_complete)  # (checks nobody waited for still raise)
+def _at_exit() -> None:
+    """Raise every failed check nobody waited for, together (the interpreter prints it)."""
+    failures = []
+    while True:
+        try:
+            block_until_chexify_assertions_complete()
+            break
+        except Exception as error:  # (an AssertionError; jax's error for checkify's own checks)
+            failures.append(str(error) if isinstance(error, AssertionError) else f"{type(error).__name__}: {error}")
+    if failures:
+        n = len(failures)
+        header = f"{n} chexify check{'s' if n > 1 else ''} failed, never waited for:"
+        raise AssertionError("\n".join([header, *failures]))
+
+
+atexit.register(_at_exit)

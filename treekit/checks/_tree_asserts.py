@@ -10,8 +10,8 @@ from typing import Any
 
 from treekit.checks._checks import Difference, TreeDiff, diff_trees, report
 from treekit.checks._leaf_values import is_number
-from treekit.checks._traced import traced_checks
-from treekit.core import IsLeaf, KeyPath, LeafPaths, describe_leaf, flatten, is_array, keystr
+from treekit.checks._traced import format_custom, traced_checks
+from treekit.core import IsLeaf, KeyPath, LeafPaths, describe_leaf, flatten, is_array, is_key_dtype, keystr
 
 __all__ = [
     "assert_trees_all_close",
@@ -57,7 +57,7 @@ def _per_leaf(a: Any, b: Any, shapes: bool, problem: Callable[[KeyPath, Any, Any
 
 def _custom(message: str | None, format_vars: Sequence[Any]) -> str | None:
     """chex's ``custom_message``, formatted with ``custom_message_format_vars``: the error's first line."""
-    return message.format(*format_vars) if message else None
+    return format_custom(message, format_vars) if message else None
 
 
 def assert_trees_all_close(
@@ -103,7 +103,7 @@ def assert_trees_all_close(
     """
     __tracebackhide__ = True
     custom = _custom(custom_message, custom_message_format_vars)
-    checks = traced_checks(trees, "assert_trees_all_close", custom_message, custom_message_format_vars)
+    checks = traced_checks(trees, "assert_trees_all_close", custom_message, custom_message_format_vars, is_leaf)
 
     def compare(a: Any, b: Any) -> TreeDiff:
         return diff_trees(a, b, strict, strict, True, rtol, atol, is_leaf, scalars=not strict, of_y=True, checks=checks)
@@ -152,7 +152,7 @@ def assert_trees_all_equal(
     """
     __tracebackhide__ = True
     custom = _custom(custom_message, custom_message_format_vars)
-    checks = traced_checks(trees, "assert_trees_all_equal", custom_message, custom_message_format_vars)
+    checks = traced_checks(trees, "assert_trees_all_equal", custom_message, custom_message_format_vars, is_leaf)
 
     def compare(a: Any, b: Any) -> TreeDiff:
         return diff_trees(a, b, strict, strict, True, 0.0, 0.0, is_leaf, scalars=not strict, of_y=True, checks=checks)
@@ -295,6 +295,9 @@ def assert_trees_all_close_ulp(*trees: Any, maxulp: int = 1) -> None:
     checks = traced_checks(trees, "assert_trees_all_close_ulp")
 
     def problem(path: KeyPath, x: Any, y: Any) -> tuple[str, str] | None:
+        if any(is_array(v) and is_key_dtype(v.dtype) for v in (x, y)):
+            raise TypeError(f"assert_trees_all_close_ulp: b{keystr(path)}: expected float arrays, got typed PRNG "
+                            "keys, which have no ULPs (compare them with assert_trees_all_equal)")
         if checks is not None and checks.traced(x, y):
             checks.ulps(path, x, y, maxulp)
             return None
