@@ -90,6 +90,8 @@ SKIP = {
     ),
     "treekit.tree": "a module; its names are fuzzed under treekit.tree.*",
     "treekit.backend": "takes no input",
+    "treekit.block_until_chexify_assertions_complete": "takes no input",
+    "treekit.chexify": "wraps a function for jax.jit, takes no tree (test_chexify.py tests it)",
     "treekit.static": "a dataclasses.field wrapper; the dataclass registrations it feeds are fuzzed",
 }
 
@@ -273,6 +275,8 @@ CALLS: dict[str, Callable[[Garbage], Any]] = {
     "treekit.tree_div": lambda g: tk.tree_div(g.tree, g.other()),
     "treekit.tree_dtype": lambda g: tk.tree_dtype(g.tree, g.pick(None, "promote", "highest", "lowest", "x")),
     "treekit.tree_equal": lambda g: tk.tree_equal(g.tree, g.other(), typematch=g.pick(False, True)),
+    "treekit.tree_check": lambda g: tk.tree_check(g.pick(g.tree, [g.tree, g.tree], {"a": g.tree, "b": [g.tree]}),
+                                                  **g.is_leaf_kw()),
     "treekit.tree_flatten": lambda g: tk.tree_flatten(g.tree, **g.is_leaf_kw()),
     "treekit.tree_flatten_with_path": lambda g: tk.tree_flatten_with_path(
         g.tree, **g.is_leaf_kw(), is_leaf_takes_path=g.pick(False, True)
