@@ -7,22 +7,17 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import repeat
 from typing import Any
 
 __all__ = ["bounded_json"]
 
 _ROOM = 12  # bytes of Python objects a byte of JSON may certainly become (besides the bytes and their str)
-# In JSON whose escapes are blanked out (so that every quote delimits a string), matched from an
-# opening quote on: a string of two characters or more (removed), or a shorter one (kept).
-# (Single-character repeats only: Python's re keeps no stack for them.)
-_STRINGS = re.compile(rb'"[^"]{2,}"|("[^"]?")')
-_SHORT = re.compile(rb'"[^"]?"')
 # Every string (so that quotes pair) cut to 16 bytes: one of two characters or more still has two.
 _LONG = re.compile(rb'"([^"]{0,16})[^"]*"')
 # What stands for one character in a string: an escape, or a character Python keeps one object of
 # (U+0080 to U+00FF, two bytes of UTF-8), so that strings are measured in characters.
 _CHARACTER = re.compile(rb'\\(?:u[0-9a-fA-F]{4}|[^u"])|[\xc2\xc3][\x80-\xbf]')  # (not a quote: a cut escape)
-_SPACE = re.compile(rb"[ \t\n\r]+")
 _BIG_INT = re.compile(rb"(?<![0-9.eE+-])-?[0-9]{4,}(?![0-9.eE])")  # (ints past 256 are objects of their own)
 
 
@@ -78,17 +73,26 @@ def _count(raw: bytes, where: str) -> None:
 
 
 _PIECE = 1 << 18  # bytes of JSON counted at a time
+_MARKS = (b"q", b"q", b"")  # a string by its length, 0, 1, 2 or more
 
 
 def _counts(piece: bytes) -> tuple[int, int, int, int, int, int, int]:
     """(objects, those with members, arrays, those with items, array items, strings of two
     characters or more that are not keys, numbers that are objects) in JSON cut outside strings."""
-    piece = _LONG.sub(rb'"\1"', piece)  # (first: a string's escapes are replaced one match at a time)
-    longer, strings = _STRINGS.subn(rb"\1", _CHARACTER.sub(b"_", piece))  # (strings of two characters or more: gone)
-    bare, short = _SHORT.subn(b"q", _SPACE.sub(b"", longer))  # (no strings, no space: structure and numbers)
-    del longer
+    # split at the quotes (escapes are blanked, the piece cut outside strings): the odd parts are
+    # the strings, each now "q" if of one character or none (its own object or none: Python
+    # shares them), else dropped: what is left is the structure, numbers and short strings
+    if b"\\" in piece or b"\xc2" in piece or b"\xc3" in piece:  # (strings cut first: sub keeps a piece per match)
+        piece = _CHARACTER.sub(b"_", _LONG.sub(rb'"\1"', piece))
+    parts = piece.split(b'"')
+    marks = list(map(_MARKS.__getitem__, map(min, map(len, parts[1::2]), repeat(2))))
+    values = marks.count(b"")
+    parts[1::2] = marks
+    del marks
+    bare = b"".join(parts).translate(None, b" \t\n\r")  # (JSON's white space)
+    del parts
     keys = bare.count(b":")
-    values = strings - short - (keys - bare.count(b"q:"))
+    values -= keys - bare.count(b"q:")  # (a key of two characters or more is no value)
     objects, arrays = bare.count(b"{"), bare.count(b"[")
     full_objects, full_arrays = objects - bare.count(b"{}"), arrays - bare.count(b"[]")
     items = bare.count(b",") + full_objects + full_arrays - keys
