@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import gc
 import inspect
 import os
@@ -91,6 +92,52 @@ def test_flatten_with_is_leaf_is_the_pure_cores(tree: Any) -> None:
 
     _same(native.flatten(tree, is_leaf), pure_flatten(tree, is_leaf))
     _same(native.flatten(tree, is_leaf, True), pure_flatten(tree, is_leaf, True))
+
+
+class JaxKeyed:
+    """A node registered with JAX alone, whose flatten_with_keys gives the key entries it holds."""
+
+    def __init__(self, keys: tuple[Any, ...], children: list[Any]) -> None:
+        self.keys, self.children = keys, children
+
+
+@functools.cache
+def _jax_keyed() -> Any:
+    jtu = pytest.importorskip("jax.tree_util")
+    jtu.register_pytree_with_keys(
+        JaxKeyed,
+        lambda n: (list(zip(n.keys, n.children)), n.keys),
+        lambda keys, children: JaxKeyed(keys, list(children)),
+    )
+    return jtu
+
+
+def _jax_keys(jtu: Any) -> st.SearchStrategy[Any]:
+    dict_keys = st.one_of(st.integers(0, 2), st.booleans(), st.text("ab", max_size=2), st.just(1.0))
+    return st.one_of(
+        st.text("ab", max_size=2).map(jtu.GetAttrKey), dict_keys.map(jtu.DictKey),
+        st.integers(0, 2).map(jtu.SequenceKey), st.integers(0, 2).map(jtu.FlattenedIndexKey),
+    )
+
+
+def _entries(paths: list[Any]) -> list[Any]:
+    """Key paths as what tells entries apart that compare equal: DictKey(True) is not DictKey(1)."""
+    return [[(type(e), type(getattr(e, "key", getattr(e, "name", getattr(e, "idx", None))))) for e in p] for p in paths]
+
+
+@given(st.data())
+def test_jax_key_entries_are_made_treekits_as_the_pure_core_makes_them(data: Any) -> None:
+    # each JAX entry of a class registered with JAX alone becomes treekit's, from the class's
+    # table of entries made (filled by the first walk, read by the next) or made anew
+    jtu = _jax_keyed()
+    nodes = data.draw(st.lists(st.lists(_jax_keys(jtu), max_size=4), min_size=1, max_size=3))
+    tree = [JaxKeyed(tuple(keys), [float(i) for i in range(len(keys))]) for keys in nodes]
+    for _ in range(2):
+        got, want = native.flatten(tree, None, True), pure_flatten(tree, None, True)
+        _same(got, want)
+        assert [treekit.keystr(p) for p in got[2]] == [treekit.keystr(p) for p in want[2]]
+        assert _entries(got[2]) == _entries(want[2])
+    assert all(type(e).__module__ == "treekit.core._keys" for p in got[2] for e in p)
 
 
 def pure_flatten_pairs(tree: Any, is_leaf: Any, takes_path: bool) -> Any:

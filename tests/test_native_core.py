@@ -166,6 +166,8 @@ NAMES = [
     ("flatten function", "plain"),
     ("flatten function", "keyed"),
     ("flatten function", "finish"),
+    ("flatten function", "convert_key"),
+    ("flatten function", "key_kinds"),
     ("unflatten function", "func"),
     ("dataclass flatten function", "dataclass_fields"),
     ("dataclass unflatten function", "dataclass_init"),

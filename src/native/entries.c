@@ -5,7 +5,9 @@
  * function makes one per child. tk_entry_init gives each class an __init__ (a method descriptor) that sets its
  * field through the field's member descriptor, as the dataclass's __init__ does, and calls
  * that __init__ for any other call. Public API only: the class is called as any class is
- * (type.__call__: object.__new__, then this __init__). */
+ * (type.__call__: object.__new__, then this __init__). tk_convert_keys mirrors the `convert`
+ * of treekit.core._jax._jax_node_entry: the key entries a JAX-registered class's
+ * flatten_with_keys gives, made treekit's, each read from the entry's table of those made. */
 #include "entries.h"
 
 typedef struct {
@@ -97,4 +99,34 @@ PyObject *tk_entry_init(int k, PyObject *cls) {
     tk_field_clear(&old);
     Py_XDECREF(old_init);
     return descr;
+}
+
+/* The key entries in `keys` (a tuple nothing else holds) made treekit's, as the entry's
+ * `convert_key` makes them (see treekit.core._jax): read from `kinds` ({entry class: (field
+ * name, {str or int value of that field: treekit's entry})}) where it holds one, else
+ * `convert(entry)`. Reading a field or hashing a class may run code: the caller forgets after.
+ * 0, or -1 with an exception. */
+int tk_convert_keys(PyObject *keys, PyObject *kinds, PyObject *convert) {
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(keys); j++) {
+        PyObject *key = PyTuple_GET_ITEM(keys, j), *ours = NULL; /* key: the tuple's */
+        PyObject *kind = PyDict_GetItemWithError(kinds, (PyObject *)Py_TYPE(key)); /* borrowed */
+        if (kind == NULL && PyErr_Occurred()) return -1;
+        if (kind != NULL && PyTuple_CheckExact(kind) && PyTuple_GET_SIZE(kind) == 2 &&
+            PyDict_CheckExact(PyTuple_GET_ITEM(kind, 1))) {
+            Py_INCREF(kind);
+            PyObject *value = PyObject_GetAttr(key, PyTuple_GET_ITEM(kind, 0));
+            if (value != NULL && (PyUnicode_CheckExact(value) || PyLong_CheckExact(value))) {
+                ours = PyDict_GetItemWithError(PyTuple_GET_ITEM(kind, 1), value); /* borrowed (exact str
+                                                                                      or int: no code runs) */
+                Py_XINCREF(ours);
+            }
+            Py_XDECREF(value);
+            Py_DECREF(kind);
+            if (ours == NULL && PyErr_Occurred()) return -1;
+        }
+        if (ours == NULL && (ours = PyObject_CallOneArg(convert, key)) == NULL) return -1;
+        PyTuple_SET_ITEM(keys, j, ours); /* the reference made above */
+        Py_DECREF(key);
+    }
+    return 0;
 }

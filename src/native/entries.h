@@ -1,4 +1,4 @@
-/* entries.h: the built-in key entry classes' __init__ in C (entries.c). */
+/* entries.h: the built-in key entry classes' __init__ in C, and JAX's entries made treekit's (entries.c). */
 #ifndef TREEKIT_ENTRIES_H
 #define TREEKIT_ENTRIES_H
 
@@ -9,5 +9,12 @@
  * field is not a __slots__ field of its own or its __init__ is not a Python function (it
  * keeps its own). Return value: New reference; NULL with an exception. */
 TK_API PyObject *tk_entry_init(int k, PyObject *cls);
+
+/* The key entries in `keys` (a new tuple nothing else holds) made treekit's, in place, as a
+ * JAX-registered entry's `convert_key` makes them (treekit.core._jax): read from `kinds`
+ * ({entry class: (field name, {value: treekit's entry})}) where it holds one, else
+ * `convert(entry)`. May run code (a field's getter, a class's hash): the caller forgets after.
+ * 0, or -1 with an exception (`keys` then holds some entries of each kind). */
+TK_API int tk_convert_keys(PyObject *keys, PyObject *kinds, PyObject *convert);
 
 #endif

@@ -4,6 +4,7 @@
  * treekit.core._register.dataclass_entry's (its fields read here); every other entry's flatten
  * function is called, as the pure core does. */
 #include "node.h"
+#include "entries.h"
 
 /* -- the walk's context ------------------------------------------------------------------------ */
 /* A module global, or NULL (no exception) where it is missing or not of `type`.
@@ -44,6 +45,8 @@ void tk_ctx_close(Ctx *c) {
     Py_CLEAR(c->plain);
     Py_CLEAR(c->keyed);
     Py_CLEAR(c->finish);
+    Py_CLEAR(c->convert_key);
+    Py_CLEAR(c->key_kinds);
     Py_CLEAR(c->plain_of);
     Py_CLEAR(c->fields);
 }
@@ -228,21 +231,28 @@ static void read_own_functions(Ctx *c, PyObject *fn) {
     fields = dataclass_fields(fields) ? fields : NULL; /* borrowed (str keys: no code runs) */
     Py_XINCREF(fields);
     Py_XSETREF_COMPAT(c->fields, fields);
-    PyObject *got[3] = {NULL, NULL, NULL}, *names[3] = {tk_state.s_plain, tk_state.s_keyed, tk_state.s_finish};
-    for (int k = 0; attrs != NULL && k < 3; k++) {
+    PyObject *got[5] = {NULL, NULL, NULL, NULL, NULL};
+    PyObject *names[5] = {tk_state.s_plain, tk_state.s_keyed, tk_state.s_finish, tk_state.s_convert_key,
+                          tk_state.s_key_kinds};
+    for (int k = 0; attrs != NULL && k < 5; k++) {
         got[k] = PyDict_GetItemWithError(attrs, names[k]); /* borrowed (str keys: no code runs) */
         if (got[k] == Py_None) got[k] = NULL;
         Py_XINCREF(got[k]);
     }
     Py_XDECREF(attrs);
     PyErr_Clear();
+    if (got[3] == NULL || got[4] == NULL || !PyDict_CheckExact(got[4])) { /* no converter: keys as given */
+        Py_CLEAR(got[3]);
+        Py_CLEAR(got[4]);
+    }
     if (got[2] == NULL) { /* no `finish`: the entry's function is called */
-        Py_CLEAR(got[0]);
-        Py_CLEAR(got[1]);
+        for (int k = 0; k < 5; k++) Py_CLEAR(got[k]);
     }
     Py_XSETREF_COMPAT(c->plain, got[0]);
     Py_XSETREF_COMPAT(c->keyed, got[1]);
     Py_XSETREF_COMPAT(c->finish, got[2]);
+    Py_XSETREF_COMPAT(c->convert_key, got[3]);
+    Py_XSETREF_COMPAT(c->key_kinds, got[4]);
     Py_INCREF(fn);
     Py_XSETREF_COMPAT(c->plain_of, fn);
     Py_CLEAR(c->plain_entry); /* (it named the last function's entry) */
@@ -295,6 +305,19 @@ static tk_status call_own(Ctx *c, PyObject *node, int with_path, PyObject *own, 
             *kids = first;
         } else {
             unzipped = unzip_pairs(first, kids, keys);
+            if (unzipped > 0 && c->convert_key != NULL) { /* (JAX's key entries, made treekit's) */
+                PyObject *kinds = c->key_kinds, *convert = c->convert_key;
+                Py_INCREF(kinds);
+                Py_INCREF(convert);
+                if (tk_convert_keys(*keys, kinds, convert) < 0) {
+                    Py_CLEAR(*kids);
+                    Py_CLEAR(*keys);
+                    unzipped = -1;
+                }
+                Py_DECREF(kinds);
+                Py_DECREF(convert);
+                tk_forget(c);
+            }
         }
         if (unzipped != 0) {
             if (unzipped > 0) {

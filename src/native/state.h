@@ -140,6 +140,8 @@ TK_API tk_status tk_defer_error(void);
     X(plain, "flatten function", "plain")                                        \
     X(keyed, "flatten function", "keyed")                                        \
     X(finish, "flatten function", "finish")                                      \
+    X(convert_key, "flatten function", "convert_key")                            \
+    X(key_kinds, "flatten function", "key_kinds")                                \
     X(func, "unflatten function", "func")                                        \
     X(dataclass_fields, "dataclass flatten function", "dataclass_fields")        \
     X(dataclass_init, "dataclass unflatten function", "dataclass_init")          \

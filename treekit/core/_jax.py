@@ -412,31 +412,28 @@ def _jax_node_entry(cls: type, flatten: Any, unflatten: Any, flatten_with_keys: 
     node data is theirs (JAX's treedef shows the same), its key entries converted to treekit's."""
     import jax.tree_util as jtu
 
-    keyed = None
-    fields = {jtu.GetAttrKey: "name", jtu.DictKey: "key", jtu.SequenceKey: "idx", jtu.FlattenedIndexKey: "key"}
-    # this class's key entries, converted once each (by JAX class and a str or int field; at most 512)
-    converted: dict[tuple[type, Any], Any] = {}
+    # this class's key entries, converted once each (by JAX class and a str or int field; at
+    # most 512 a class), where the native walker reads them too
+    kinds: dict[type, tuple[str, dict[Any, Any]]] = {
+        jtu.GetAttrKey: ("name", {}), jtu.DictKey: ("key", {}), jtu.SequenceKey: ("idx", {}),
+        jtu.FlattenedIndexKey: ("key", {}),
+    }
 
     def convert(key: Any) -> Any:
-        kind = type(key)
-        field = fields.get(kind)
-        value = getattr(key, field) if field is not None else None
+        kind = kinds.get(type(key))
+        value = getattr(key, kind[0]) if kind is not None else None
         if type(value) is not str and type(value) is not int:
             return _from_jax_key(key)
-        ours = converted.get((kind, value))
+        assert kind is not None
+        ours = kind[1].get(value)
         if ours is None:
             ours = _from_jax_key(key)
-            if len(converted) < 512:
-                converted[kind, value] = ours
+            if len(kind[1]) < 512:
+                kind[1][value] = ours
         return ours
 
-    if flatten_with_keys is not None:
-
-        def keyed(node: Any) -> tuple[Any, Any]:
-            pairs, data = flatten_with_keys(node)
-            return [(convert(key), child) for key, child in pairs], data
-
-    return NodeType(cls, make_flatten(cls, flatten, keyed), tuple_children(unflatten))
+    flatten_fn = make_flatten(cls, flatten, flatten_with_keys, convert, kinds)
+    return NodeType(cls, flatten_fn, tuple_children(unflatten))
 
 
 def _jax_knows(cls: type) -> bool:

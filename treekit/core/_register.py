@@ -80,13 +80,22 @@ def make_flatten(
     cls: type,
     flatten: Callable[[Any], tuple[Any, Any]] | None,
     flatten_with_keys: Callable[[Any], tuple[Any, Any]] | None,
+    convert_key: Callable[[Any], Any] | None = None,
+    key_kinds: dict[type, tuple[str, dict[Any, Any]]] | None = None,
 ) -> FlattenFn:
+    """The entry's flatten function, ``(node, with_path) -> (children, node data, keys)``, from
+    the user's functions. ``convert_key`` makes each key entry ``flatten_with_keys`` gives
+    treekit's (JAX's entries, for a class registered with JAX); the native walker reads the
+    entries it already made from ``key_kinds`` (``{entry class: (field, {value: entry})}``)."""
+
     def finish(out: Any, keyed: bool, with_path: bool) -> tuple[Sequence[Any], Any, list[Any] | None]:
         """What the user's function returned (``flatten_with_keys``'s if ``keyed``), checked and
         made (children, node data, keys)."""
         if keyed:
             pairs, data = _pair(cls, "flatten_with_keys", out)
             keys, children = _unzip_keyed(cls, pairs)
+            if convert_key is not None and with_path:
+                keys = list(map(convert_key, keys))
             return children, data, keys if with_path else None
         children_it, data = _pair(cls, "flatten", out)
         kids = _children(cls, "flatten", children_it)
@@ -103,6 +112,8 @@ def make_flatten(
     flatten_node.plain = flatten  # type: ignore[attr-defined]
     flatten_node.keyed = flatten_with_keys  # type: ignore[attr-defined]
     flatten_node.finish = finish  # type: ignore[attr-defined]
+    flatten_node.convert_key = convert_key  # type: ignore[attr-defined]
+    flatten_node.key_kinds = key_kinds  # type: ignore[attr-defined]
     return flatten_node
 
 
