@@ -26,6 +26,10 @@ gives each one's ``(size, limit)`` by the name below, ``_native.clear_caches()``
   dict of their keys (values ``None``) that their dicts are copied from, and the key paths of
   such a dict at the root: at most 8 orders and ``2**15`` keys in all.
 - ``records``: node records of lists, tuples and ``None`` (node data ``None``): 512 slots.
+- ``node_data``, ``node_records``: a dataclass node's node data (the tuple of its meta fields'
+  values, where none of them is an object the collector tracks: strs, ints, ``None``...) and
+  its records, the same from walk to walk while those values are the same objects: 16384 slots
+  each, emptied before each full collection (their node types hold their classes).
 - ``counts``: the ints ``0..1023`` the records count with.
 - ``spread_keys``: copies of ``SequenceKey(i)``, ``i < 64``, for deep key paths: 448.
 - ``sequence_texts``, ``dict_texts``, ``attr_texts``: keystr's texts of entries seen: 256 ints;
@@ -33,8 +37,10 @@ gives each one's ``(size, limit)`` by the name below, ``_native.clear_caches()``
 - ``spare_stack``, ``spare_buffer``: the walkers' last arrays (hold no objects): up to 4096
   frames and 65536 records.
 
-None of them holds a leaf or the node data of a user's node: a tree dropped is freed, but for
-the keys of its big dicts (kept as ``ORDERS`` keeps them, within the bounds above).
+None of them holds a leaf or the node data of a user's node, but dataclass nodes' meta values
+that hold nothing (strs, ints: kept within the bounds above until the next full collection):
+a tree dropped is freed, but for the keys of its big dicts (kept as ``ORDERS`` keeps them,
+within the bounds above).
 
 The JAX bridge's tables (``_jax._JAX_ONLY``, ``_JAX_OWN``, ``_MIRRORED``, ``_TAKEN``,
 ``_JAX_DATACLASSES``, ``_JAX_NODES``) hold only classes registered with JAX or treekit (and
@@ -298,3 +304,30 @@ def test_clear_caches_empties_every_native_cache() -> None:
     tree = {f"{i:03}": [float(i), (i,)] for i in range(50, 0, -1)}
     _every_call(tree)  # and they fill again
     assert native.cache_info()["big_dicts"][0] == 1
+
+
+@native_only
+def test_dataclass_node_data_is_kept_from_walk_to_walk_until_a_full_collection() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Layer:
+        w: Any
+        name: Any = dataclasses.field(default="", metadata={"static": True})
+
+    treekit.register_dataclass(Layer)
+    try:
+        name = "".join(["lay", "er"])  # (made at run time: not a constant the test's code holds)
+        tree = [Layer(1.0, name), Layer(2.0, name)]  # records: leaf, Layer, leaf, Layer, list
+        first, second = treekit.tree_structure(tree)._nodes, treekit.tree_structure(tree)._nodes
+        assert first[1][1] == (name,) and first[1][1] is second[1][1] and first[1] is second[1]  # kept
+        assert first[3][1] is first[1][1]  # two nodes of the same values: one tuple
+        tree[1].name = "".join(["oth", "er"])  # another value: other node data, never the kept one
+        assert treekit.tree_structure(tree)._nodes[3][1] == ("other",)
+        bound = [Layer(1.0, [name])]  # a value the collector tracks (a list): not kept
+        assert treekit.tree_structure(bound)._nodes[1][1] is not treekit.tree_structure(bound)._nodes[1][1]
+        assert _native().cache_info()["node_records"][0] > 0
+    finally:
+        _registry.remove_type(Layer)
+    gc.collect()  # a full collection empties them first (their node types hold their classes)
+    assert _native().cache_info()["node_data"][0] == _native().cache_info()["node_records"][0] == 0

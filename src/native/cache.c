@@ -181,6 +181,18 @@ tk_made *tk_shared_record(uintptr_t h) {
     return &shared_records[(h ^ (h >> 9)) % SHARED_RECORDS];
 }
 
+#define NODE_SLOTS 16384
+static tk_node_data node_data[NODE_SLOTS];
+static tk_made node_records[NODE_SLOTS];
+
+tk_node_data *tk_node_data_slot(uintptr_t h) {
+    return &node_data[(h ^ (h >> 13)) % NODE_SLOTS];
+}
+
+tk_made *tk_node_record(uintptr_t h) {
+    return &node_records[(h ^ (h >> 13)) % NODE_SLOTS];
+}
+
 #define COUNTS 1024
 static PyObject *counts[COUNTS];
 
@@ -324,7 +336,11 @@ static int put_info(PyObject *info, const char *name, Py_ssize_t size, Py_ssize_
 }
 
 PyObject *tk_cache_info(void) {
-    Py_ssize_t bigs = 0, orders = 0, records = 0;
+    Py_ssize_t bigs = 0, orders = 0, records = 0, datas = 0, node_recs = 0;
+    for (int i = 0; i < NODE_SLOTS; i++) {
+        datas += node_data[i].data != NULL;
+        node_recs += node_records[i].record != NULL;
+    }
     for (int i = 0; i < BIG_SLOTS; i++) bigs += big_dicts[i].original != NULL;
     for (int i = 0; i < ORDER_SLOTS; i++) orders += kept_orders[i].order != NULL;
     for (int i = 0; i < SHARED_RECORDS; i++) records += shared_records[i].record != NULL;
@@ -333,6 +349,7 @@ PyObject *tk_cache_info(void) {
     if (put_info(info, "big_dicts", bigs, BIG_SLOTS) < 0 || put_info(info, "big_dict_keys", big_keys, BIG_KEYS) < 0 ||
         put_info(info, "orders", orders, ORDER_SLOTS) < 0 || put_info(info, "order_keys", order_keys, ORDER_KEYS) < 0 ||
         put_info(info, "records", records, SHARED_RECORDS) < 0 ||
+        put_info(info, "node_data", datas, NODE_SLOTS) < 0 || put_info(info, "node_records", node_recs, NODE_SLOTS) < 0 ||
         put_info(info, "counts", filled(counts, COUNTS), COUNTS) < 0 ||
         put_info(info, "spread_keys", filled(&spread[0][0], (SPREAD - 1) * SPREAD_INDEXES),
                  (SPREAD - 1) * SPREAD_INDEXES) < 0 ||
@@ -358,6 +375,21 @@ static void take_all(PyObject **slots, Py_ssize_t n, PyObject *gone) {
     }
 }
 
+static void node_caches_take(PyObject *gone) {
+    for (int i = 0; i < NODE_SLOTS; i++) {
+        take_all(&node_data[i].fields, 1, gone);
+        take_all(&node_data[i].data, 1, gone);
+        take_all(&node_records[i].record, 1, gone);
+    }
+}
+
+void tk_node_caches_clear(void) {
+    PyObject *gone = PyList_New(0);
+    if (gone == NULL) PyErr_Clear();
+    node_caches_take(gone);
+    Py_XDECREF(gone);
+}
+
 void tk_cache_clear(void) {
     /* every reference is moved to `gone` first, dropped once all the caches are empty */
     PyObject *gone = PyList_New(0);
@@ -373,6 +405,7 @@ void tk_cache_clear(void) {
         take_all(old, TK_KEPT_WHAT + 1, gone);
     }
     for (int i = 0; i < SHARED_RECORDS; i++) take_all(&shared_records[i].record, 1, gone);
+    node_caches_take(gone);
     take_all(counts, COUNTS, gone);
     take_all(&spread[0][0], (SPREAD - 1) * SPREAD_INDEXES, gone);
     take_all(seq_texts, SEQ_TEXTS, gone);

@@ -65,6 +65,22 @@ TK_API tk_made *tk_shared_record(uintptr_t h);
  * Return value: New reference; NULL with an exception. */
 TK_API PyObject *tk_count(Py_ssize_t v);
 
+/* -- dataclass nodes' node data and records, kept from walk to walk: a dataclass entry's node
+ * data (the tuple of its meta fields' values) is the same tuple while those values are the
+ * same objects, none of them one the collector tracks (str, int, float, None...): then its
+ * records are the same too (records.c). Direct-mapped by a hash of the fields and the values
+ * (node data), of the record (records). Emptied before each full collection (tk_node_caches_clear,
+ * from treekit.core._core), so that they keep no dropped class alive. */
+typedef struct {
+    PyObject *fields; /* owned or NULL: the entry's dataclass_fields */
+    PyObject *data;   /* owned or NULL: an untracked tuple */
+} tk_node_data;
+/* The slots for node data and for records of hash h. Return value: Borrowed reference (to the slot). */
+TK_API tk_node_data *tk_node_data_slot(uintptr_t h);
+TK_API tk_made *tk_node_record(uintptr_t h);
+/* Empty those two caches (the references dropped last). */
+TK_API void tk_node_caches_clear(void);
+
 /* -- equal copies of the shared SequenceKey(i) of treekit.core._registry._SEQ_KEYS (walk.c): the
  * entry to keep at `position` of a key path for `key`, the shared SequenceKey(index).
  * Return value: New reference (`key` itself where no copy serves, or none can be made). */

@@ -15,6 +15,8 @@
  *   keystr_function(pure, module)       treekit.keystr, a built-in function (keystr.h)
  *   entry_init(k, cls)                  the k-th key entry class's __init__ (entries.h)
  *   cache_info(), clear_caches()        the process-wide caches (cache.h), for tests
+ *   forget_node_data()                  empty the dataclass nodes' kept node data and records
+ *                                       (treekit.core._core, before each full collection)
  * Every function returns a new reference (NULL with an exception). */
 #include "entries.h"
 #include "keystr.h"
@@ -223,6 +225,12 @@ static PyObject *clear_caches(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* forget_node_data() -> None. Return value: New reference. */
+static PyObject *forget_node_data(PyObject *self, PyObject *unused) {
+    tk_node_caches_clear();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef METHODS[] = {
     {"flatten", (PyCFunction)(void (*)(void))flatten, METH_FASTCALL | METH_KEYWORDS,
      "treekit.core._traverse.flatten, in C (hands what it does not finish to the pure core)."},
@@ -245,6 +253,8 @@ static PyMethodDef METHODS[] = {
     {"cache_info", cache_info, METH_NOARGS,
      "cache_info() -> {name: (size, limit)}: every process-wide cache of the native core, each bounded."},
     {"clear_caches", clear_caches, METH_NOARGS, "clear_caches(): empty every process-wide cache of the native core."},
+    {"forget_node_data", forget_node_data, METH_NOARGS,
+     "forget_node_data(): empty the node data and records of dataclass nodes kept from walk to walk."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,6 +5,7 @@
  * function is called, as the pure core does. */
 #include "node.h"
 #include "entries.h"
+#include "records.h"
 
 /* -- the walk's context ------------------------------------------------------------------------ */
 /* A module global, or NULL (no exception) where it is missing or not of `type`.
@@ -398,6 +399,10 @@ static tk_status flatten_fields(Ctx *c, PyObject *node, PyObject *fields, int wi
     }
     for (int t = 0; t < 2 && how == TK_OK; t++) {
         Py_ssize_t n = PyTuple_GET_SIZE(names[t]);
+        if (t == 1 && n <= TK_KEPT_META) {
+            how = tk_kept_data(node, fields, &out[1]);
+            break;
+        }
         if ((out[t] = PyTuple_New(n)) == NULL) how = TK_ERROR;
         for (Py_ssize_t i = 0; how == TK_OK && i < n; i++) {
             PyObject *v = PyObject_GetAttr(node, PyTuple_GET_ITEM(names[t], i));

@@ -1,5 +1,6 @@
 /* records.c mirrors the node records treekit.core._traverse.flatten adds (`add_node`, in
- * post-order) and TreeDef.__init__, which keeps them. */
+ * post-order) and TreeDef.__init__, which keeps them; and the node data a dataclass entry's
+ * flatten makes (treekit.core._register.dataclass_entry: the tuple of the meta fields). */
 #include "records.h"
 
 #define FIRST_CAP 256
@@ -90,9 +91,25 @@ int tk_add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py
     if (held && PyTuple_GET_ITEM(m->record, 0) == ntype && PyTuple_GET_ITEM(m->record, 1) == data &&
         m->arity == arity && m->num_leaves == num_leaves && m->num_nodes == num_nodes)
         return tk_buf_push(nodes, m->record);
+    /* a dataclass node's node data kept from walk to walk (node.c): its record is kept too */
+    int kept = !shared && PyTuple_CheckExact(data) && !PyObject_GC_IsTracked(data);
+    tk_made *k = kept ? tk_node_record(h) : NULL;
+    if (kept && k->record != NULL && PyTuple_GET_ITEM(k->record, 0) == ntype &&
+        PyTuple_GET_ITEM(k->record, 1) == data && k->arity == arity && k->num_leaves == num_leaves &&
+        k->num_nodes == num_nodes)
+        return tk_buf_push(nodes, k->record);
     PyObject *record = new_record(ntype, data, arity, num_leaves, num_nodes);
     if (record == NULL) return -1;
     int rc = tk_buf_push(nodes, record);
+    if (kept) { /* the slot as it is now (the collection a record's making may run empties it) */
+        PyObject *was = k->record;
+        Py_INCREF(record);
+        k->record = record;
+        k->arity = arity;
+        k->num_leaves = num_leaves;
+        k->num_nodes = num_nodes;
+        Py_XDECREF(was);
+    }
     /* the slot as it is now: a walk (or a clear) in code run while the record was made may
      * have changed it */
     PyObject *old = shared || made->used >> at & 1 ? m->record : NULL;
@@ -103,6 +120,53 @@ int tk_add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py
     m->num_nodes = num_nodes;
     Py_XDECREF(old); /* the walk's own are in `nodes` too; a shared one holds no user object */
     return rc;
+}
+
+/* A dataclass node's node data: the tuple of its meta fields' values (fields: the entry's
+ * dataclass_fields, at most TK_KEPT_META meta names), the very tuple of the walk before where
+ * those values are the same objects, none of them tracked by the collector (cache.h). */
+tk_status tk_kept_data(PyObject *node, PyObject *fields, PyObject **data) {
+    PyObject *names = PyTuple_GET_ITEM(fields, 1), *v[TK_KEPT_META];
+    Py_ssize_t n = PyTuple_GET_SIZE(names), got = 0;
+    int atomic = 1;
+    uintptr_t h = (uintptr_t)fields >> 4;
+    for (; got < n; got++) {
+        if ((v[got] = PyObject_GetAttr(node, PyTuple_GET_ITEM(names, got))) == NULL) break;
+        atomic = atomic && !PyObject_GC_IsTracked(v[got]);
+        h = h * 1000003u ^ ((uintptr_t)v[got] >> 4);
+    }
+    if (got < n) {
+        for (Py_ssize_t i = 0; i < got; i++) Py_DECREF(v[i]);
+        return PyErr_ExceptionMatches(PyExc_Exception) ? TK_RAISED : TK_ERROR;
+    }
+    tk_node_data *slot = tk_node_data_slot(h);
+    int same = atomic && slot->fields == fields && slot->data != NULL && PyTuple_GET_SIZE(slot->data) == n;
+    for (Py_ssize_t i = 0; same && i < n; i++) same = PyTuple_GET_ITEM(slot->data, i) == v[i];
+    if (same) {
+        *data = slot->data;
+        Py_INCREF(*data);
+        for (Py_ssize_t i = 0; i < n; i++) Py_DECREF(v[i]);
+        return TK_OK;
+    }
+    PyObject *made = PyTuple_New(n);
+    if (made == NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) Py_DECREF(v[i]);
+        return TK_ERROR;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(made, i, v[i]); /* the references above */
+    if (atomic) {
+        PyObject_GC_UnTrack(made); /* (in no cycle: no item is tracked, as the collector would find) */
+        /* the slot as it is now (the collection a tuple's making may run empties it) */
+        PyObject *old_fields = slot->fields, *old_data = slot->data;
+        Py_INCREF(fields);
+        Py_INCREF(made);
+        slot->fields = fields;
+        slot->data = made;
+        Py_XDECREF(old_fields);
+        Py_XDECREF(old_data);
+    }
+    *data = made;
+    return TK_OK;
 }
 
 PyObject *tk_treedef(PyObject *records) {
