@@ -182,6 +182,7 @@ tk_status tk_guide(PyObject *records, PyObject *tree, int strict, PyObject *is_l
     PyObject_GC_UnTrack(g.out); /* out of gc.get_objects()'s reach while it holds NULLs */
     tk_status how = TK_ERROR;
     if (tk_ctx_open(&g.ctx, 0) < 0) goto done;
+    g.ctx.keep_data = 0;
     g.cap = 64;
     g.stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)g.cap);
     if (g.stack == NULL) {

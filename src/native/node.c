@@ -24,6 +24,7 @@ int tk_ctx_open(Ctx *c, int with_path) {
     memset(c, 0, sizeof(*c));
     for (int i = 0; i < LAST_DICTS; i++) c->last[i].n = -1;
     c->recent = &c->last[0];
+    c->keep_data = 1;
     c->types = global(tk_state.registry, tk_state.s_TYPES, &PyDict_Type);
     if (c->types == NULL) {
         PyErr_SetString(PyExc_TypeError, "treekit.core._registry.TYPES is not a dict");
@@ -400,7 +401,7 @@ static tk_status flatten_fields(Ctx *c, PyObject *node, PyObject *fields, int wi
     for (int t = 0; t < 2 && how == TK_OK; t++) {
         Py_ssize_t n = PyTuple_GET_SIZE(names[t]);
         if (t == 1 && n <= TK_KEPT_META) {
-            how = tk_kept_data(node, fields, &out[1]);
+            how = tk_kept_data(node, fields, c->keep_data, &out[1]);
             break;
         }
         if ((out[t] = PyTuple_New(n)) == NULL) how = TK_ERROR;

@@ -41,6 +41,8 @@ typedef struct {
                                              Python code (see node.c), until Python code runs */
     Memo memo[MEMO_SIZE];
     unsigned memo_used;        /* bit k: memo[k] holds a type */
+    int keep_data;             /* 1: node data kept from walk to walk is kept on a miss (records.h); a
+                                  guided walk (other trees, against a first one's records) only reads it */
     LastDict last[LAST_DICTS]; /* by the first key's address and the number of keys */
     LastDict *recent;          /* the one that last served a dict */
 } Ctx;

@@ -125,7 +125,7 @@ int tk_add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py
 /* A dataclass node's node data: the tuple of its meta fields' values (fields: the entry's
  * dataclass_fields, at most TK_KEPT_META meta names), the very tuple of the walk before where
  * those values are the same objects, none of them tracked by the collector (cache.h). */
-tk_status tk_kept_data(PyObject *node, PyObject *fields, PyObject **data) {
+tk_status tk_kept_data(PyObject *node, PyObject *fields, int keep, PyObject **data) {
     PyObject *names = PyTuple_GET_ITEM(fields, 1), *v[TK_KEPT_META];
     Py_ssize_t n = PyTuple_GET_SIZE(names), got = 0;
     int atomic = 1;
@@ -154,9 +154,8 @@ tk_status tk_kept_data(PyObject *node, PyObject *fields, PyObject **data) {
         return TK_ERROR;
     }
     for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(made, i, v[i]); /* the references above */
-    if (atomic) {
-        PyObject_GC_UnTrack(made); /* (in no cycle: no item is tracked, as the collector would find) */
-        /* the slot as it is now (the collection a tuple's making may run empties it) */
+    if (atomic) PyObject_GC_UnTrack(made); /* (in no cycle: no item is tracked, as the collector would find) */
+    if (atomic && keep) { /* the slot as it is now (the collection a tuple's making may run empties it) */
         PyObject *old_fields = slot->fields, *old_data = slot->data;
         Py_INCREF(fields);
         Py_INCREF(made);

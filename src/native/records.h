@@ -39,10 +39,11 @@ TK_API void tk_records_clear(Records *r);
 
 /* A dataclass node's node data: the tuple of its meta fields' values (fields: the entry's
  * dataclass_fields, at most TK_KEPT_META meta names), the very tuple of the walk before where
- * those values are the same objects, none of them tracked by the collector (cache.h). TK_OK
- * (*data a new reference), TK_RAISED (a getattr raised) or TK_ERROR. */
+ * those values are the same objects, none of them tracked by the collector (cache.h); a new
+ * tuple is kept there too if `keep`. TK_OK (*data a new reference), TK_RAISED (a getattr
+ * raised) or TK_ERROR. */
 #define TK_KEPT_META 8
-TK_API tk_status tk_kept_data(PyObject *node, PyObject *fields, PyObject **data);
+TK_API tk_status tk_kept_data(PyObject *node, PyObject *fields, int keep, PyObject **data);
 
 /* TreeDef(records), records a tuple of node records. Return value: New reference. */
 TK_API PyObject *tk_treedef(PyObject *records);
