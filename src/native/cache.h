@@ -70,7 +70,7 @@ TK_API PyObject *tk_count(Py_ssize_t v);
  * same objects, none of them one the collector tracks (str, int, float, None...): then its
  * records are the same too (records.c). Direct-mapped by a hash of the fields and the values
  * (node data), of the record (records). Emptied before each full collection (tk_node_caches_clear,
- * from treekit.core._core), so that they keep no dropped class alive. */
+ * from treekit.core._registry), so that they keep no dropped class alive. */
 typedef struct {
     PyObject *fields; /* owned or NULL: the entry's dataclass_fields */
     PyObject *data;   /* owned or NULL: an untracked tuple */

@@ -16,7 +16,7 @@
  *   entry_init(k, cls)                  the k-th key entry class's __init__ (entries.h)
  *   cache_info(), clear_caches()        the process-wide caches (cache.h), for tests
  *   forget_node_data()                  empty the dataclass nodes' kept node data and records
- *                                       (treekit.core._core, before each full collection)
+ *                                       (treekit.core._registry, before each full collection)
  * Every function returns a new reference (NULL with an exception). */
 #include "entries.h"
 #include "keystr.h"

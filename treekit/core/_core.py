@@ -11,11 +11,8 @@ they mirror, which raises the one message.
 
 from __future__ import annotations
 
-import gc
 import importlib
 import os
-import sys
-from collections.abc import Callable
 from typing import Any
 
 __all__ = ["NATIVE", "backend"]
@@ -31,21 +28,6 @@ def _load() -> Any:
 
 
 NATIVE: Any = _load()  # the treekit.core._native module, when it is the core in use
-
-
-def _forget_before_full_collection(
-    phase: str, info: dict[str, Any], _finalizing: Callable[[], bool] = sys.is_finalizing
-) -> None:
-    """Before each full garbage collection, the native core drops the node data and records
-    of dataclass nodes it keeps from walk to walk (their node types hold their classes): a
-    class the program has dropped is then collected by that very collection, as
-    ``treekit.core._registry`` lets it be. Skipped at interpreter exit."""
-    if not _finalizing() and phase == "start" and info.get("generation") == 2:
-        NATIVE.forget_node_data()
-
-
-if NATIVE is not None:
-    gc.callbacks.append(_forget_before_full_collection)
 
 
 def backend() -> str:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
+from treekit.core._core import NATIVE
 from treekit.core._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
 
 __all__ = ["NodeType", "lookup", "resolve"]
@@ -164,8 +165,9 @@ def _forget_before_full_collection(
     phase: str, info: dict[str, Any], _finalizing: Callable[[], bool] = sys.is_finalizing
 ) -> None:
     """Before each full garbage collection, drop the answers remembered for unregistered
-    types (and namedtuple classes' field keys): classes the program has dropped are then
-    collected by that very collection, not kept alive by treekit. (A class refers to itself
+    types (and namedtuple classes' field keys), and the native core its dataclass nodes'
+    kept node data and records (their node types hold their classes): classes the program
+    has dropped are then collected by that very collection, not kept alive by treekit. (A class refers to itself
     through its ``__mro__``, so only a collection frees it.) Skipped when another thread, or
     the code the collection interrupted, holds the lock: the next full collection does it.
     Skipped at interpreter exit too, whose collections run while modules' globals are cleared
@@ -178,6 +180,8 @@ def _forget_before_full_collection(
     try:
         _drop_answers()
         _FIELD_KEYS.clear()
+        if NATIVE is not None:
+            NATIVE.forget_node_data()
     finally:
         _LOCK.release()
 
