@@ -27,8 +27,9 @@ gives each one's ``(size, limit)`` by the name below, ``_native.clear_caches()``
   such a dict at the root: at most 8 orders and ``2**15`` keys in all.
 - ``records``: node records of lists, tuples and ``None`` (node data ``None``): 512 slots.
 - ``node_data``, ``node_records``: a dataclass node's node data (the tuple of its meta fields'
-  values, where none of them is an object the collector tracks: strs, ints, ``None``...) and
-  its records, the same from walk to walk while those values are the same objects: 16384 slots
+  values, where each is a small value that refers to nothing: an exact str, int, float, bool,
+  complex or ``None``; at most 8) and its records (and those of other nodes whose node data
+  is such a tuple), the same from walk to walk while those values are the same objects: 16384 slots
   each, emptied before each full collection (their node types hold their classes).
 - ``counts``: the ints ``0..1023`` the records count with.
 - ``spread_keys``: copies of ``SequenceKey(i)``, ``i < 64``, for deep key paths: 448.
@@ -331,3 +332,32 @@ def test_dataclass_node_data_is_kept_from_walk_to_walk_until_a_full_collection()
         _registry.remove_type(Layer)
     gc.collect()  # a full collection empties them first (their node types hold their classes)
     assert _native().cache_info()["node_data"][0] == _native().cache_info()["node_records"][0] == 0
+
+
+@native_only
+def test_kept_node_data_holds_only_small_values_and_hides_no_cycle() -> None:
+    np = pytest.importorskip("numpy")
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Cell:
+        w: Any
+        meta: Any = dataclasses.field(default=None, metadata={"static": True})
+
+    treekit.register_dataclass(Cell)
+    try:
+        big = np.zeros(3)  # untracked by the collector, yet no small value: never kept
+        ref = weakref.ref(big)
+        treekit.tree_structure(Cell(1.0, big))
+        del big
+        assert ref() is None  # freed as soon as dropped
+        memo: dict[str, Any] = {}  # an empty dict is untracked until it holds a tracked object
+        cell = Cell(1.0, memo)
+        treedef = treekit.tree_structure(cell)
+        memo["treedef"], memo["leaf"] = treedef, Leaf()  # a cycle through the node data
+        leaf = weakref.ref(memo["leaf"])
+        del cell, treedef, memo
+        gc.collect()
+        assert leaf() is None
+    finally:
+        _registry.remove_type(Cell)

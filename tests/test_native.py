@@ -140,6 +140,63 @@ def test_jax_key_entries_are_made_treekits_as_the_pure_core_makes_them(data: Any
     assert all(type(e).__module__ == "treekit.core._keys" for p in got[2] for e in p)
 
 
+def _notes(call: Callable[[], Any]) -> Any:
+    try:
+        call()
+    except RuntimeError as exc:
+        return str(exc), getattr(exc, "__notes__", None)
+    raise AssertionError("expected a RuntimeError")
+
+
+def test_jax_pairs_as_namedtuples_a_failing_conversion_and_no_table_are_the_pure_cores() -> None:
+    jtu = _jax_keyed()
+    Pair = collections.namedtuple("Pair", "key child")
+
+    class Named:
+        pass
+
+    jtu.register_pytree_with_keys(Named, lambda n: ([Pair(jtu.GetAttrKey("a"), 1.5)], None), lambda d, c: Named())
+    _same(native.flatten(Named(), None, True), pure_flatten(Named(), None, True))  # (jax takes such pairs)
+
+    class Meta(type):
+        def __hash__(cls) -> int:
+            raise RuntimeError("the hash of a key class")
+
+        __eq__ = type.__eq__
+
+    class Odd(metaclass=Meta):
+        pass
+
+    class Raising:
+        pass
+
+    jtu.register_pytree_with_keys(Raising, lambda n: (((Odd(), 1.5),), None), lambda d, c: Raising())
+    tree = {"a": Raising()}  # the conversion raises in the entry's flatten: noted with its path
+    got, want = _notes(lambda: native.flatten(tree, None, True)), _notes(lambda: pure_flatten(tree, None, True))
+    assert got == want and want[1]
+
+    class Bare:
+        pass
+
+    from treekit.core._register import make_flatten, tuple_children
+
+    def keyed(n: Bare) -> Any:
+        return (("raw", 1.5),), None
+
+    flatten = make_flatten(Bare, None, keyed, convert_key=lambda k: treekit.GetAttrKey("converted"))
+    with _added(treekit.core._registry.NodeType(Bare, flatten, tuple_children(lambda d, c: Bare()))):
+        _same(native.flatten([Bare()], None, True), pure_flatten([Bare()], None, True))  # no table: each converted
+
+
+@contextlib.contextmanager
+def _added(ntype: Any) -> Iterator[None]:
+    treekit.core._registry.add_type(ntype)
+    try:
+        yield
+    finally:
+        remove_type(ntype.type)
+
+
 def pure_flatten_pairs(tree: Any, is_leaf: Any, takes_path: bool) -> Any:
     leaves, treedef, paths = pure_flatten(tree, is_leaf, True, takes_path)
     return list(zip(paths, leaves)), treedef

@@ -67,7 +67,8 @@ TK_API PyObject *tk_count(Py_ssize_t v);
 
 /* -- dataclass nodes' node data and records, kept from walk to walk: a dataclass entry's node
  * data (the tuple of its meta fields' values) is the same tuple while those values are the
- * same objects, none of them one the collector tracks (str, int, float, None...): then its
+ * same objects, each a small value that refers to nothing (an exact str, int, float, bool,
+ * complex or None: what static fields hold): then its
  * records are the same too (records.c). Direct-mapped by a hash of the fields and the values
  * (node data), of the record (records). Emptied before each full collection (tk_node_caches_clear,
  * from treekit.core._registry), so that they keep no dropped class alive. */

@@ -109,7 +109,7 @@ PyObject *tk_entry_init(int k, PyObject *cls) {
 int tk_convert_keys(PyObject *keys, PyObject *kinds, PyObject *convert) {
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(keys); j++) {
         PyObject *key = PyTuple_GET_ITEM(keys, j), *ours = NULL; /* key: the tuple's */
-        PyObject *kind = PyDict_GetItemWithError(kinds, (PyObject *)Py_TYPE(key)); /* borrowed */
+        PyObject *kind = kinds == NULL ? NULL : PyDict_GetItemWithError(kinds, (PyObject *)Py_TYPE(key)); /* borrowed */
         if (kind == NULL && PyErr_Occurred()) return -1;
         if (kind != NULL && PyTuple_CheckExact(kind) && PyTuple_GET_SIZE(kind) == 2 &&
             PyDict_CheckExact(PyTuple_GET_ITEM(kind, 1))) {

@@ -12,7 +12,7 @@ TK_API PyObject *tk_entry_init(int k, PyObject *cls);
 
 /* The key entries in `keys` (a new tuple nothing else holds) made treekit's, in place, as a
  * JAX-registered entry's `convert_key` makes them (treekit.core._jax): read from `kinds`
- * ({entry class: (field name, {value: treekit's entry})}) where it holds one, else
+ * ({entry class: (field name, {value: treekit's entry})}, or NULL) where it holds one, else
  * `convert(entry)`. May run code (a field's getter, a class's hash): the caller forgets after.
  * 0, or -1 with an exception (`keys` then holds some entries of each kind). */
 TK_API int tk_convert_keys(PyObject *keys, PyObject *kinds, PyObject *convert);

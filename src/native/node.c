@@ -243,10 +243,7 @@ static void read_own_functions(Ctx *c, PyObject *fn) {
     }
     Py_XDECREF(attrs);
     PyErr_Clear();
-    if (got[3] == NULL || got[4] == NULL || !PyDict_CheckExact(got[4])) { /* no converter: keys as given */
-        Py_CLEAR(got[3]);
-        Py_CLEAR(got[4]);
-    }
+    if (got[4] != NULL && !PyDict_CheckExact(got[4])) Py_CLEAR(got[4]); /* (no table: convert_key each) */
     if (got[2] == NULL) { /* no `finish`: the entry's function is called */
         for (int k = 0; k < 5; k++) Py_CLEAR(got[k]);
     }
@@ -309,14 +306,14 @@ static tk_status call_own(Ctx *c, PyObject *node, int with_path, PyObject *own, 
             unzipped = unzip_pairs(first, kids, keys);
             if (unzipped > 0 && c->convert_key != NULL) { /* (JAX's key entries, made treekit's) */
                 PyObject *kinds = c->key_kinds, *convert = c->convert_key;
-                Py_INCREF(kinds);
+                Py_XINCREF(kinds);
                 Py_INCREF(convert);
                 if (tk_convert_keys(*keys, kinds, convert) < 0) {
                     Py_CLEAR(*kids);
-                    Py_CLEAR(*keys);
-                    unzipped = -1;
+                    Py_CLEAR(*keys); /* raised in the entry's flatten, as the pure core sees it: noted */
+                    unzipped = PyErr_ExceptionMatches(PyExc_Exception) ? -2 : -1;
                 }
-                Py_DECREF(kinds);
+                Py_XDECREF(kinds);
                 Py_DECREF(convert);
                 tk_forget(c);
             }
@@ -328,7 +325,7 @@ static tk_status call_own(Ctx *c, PyObject *node, int with_path, PyObject *own, 
             }
             Py_DECREF(r);
             Py_DECREF(finish);
-            return unzipped > 0 ? TK_OK : TK_ERROR;
+            return unzipped > 0 ? TK_OK : unzipped == -2 ? TK_RAISED : TK_ERROR;
         } /* a pair of another shape: `finish` words it (the pairs as the function gave them) */
     }
     if (r == NULL) {

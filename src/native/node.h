@@ -33,8 +33,8 @@ typedef struct {
     PyObject *types, *orders, *field_keys, *seq_keys; /* owned; all but types may be NULL */
     PyObject *plain_of, *plain, *keyed, *finish; /* owned or NULL: the last flatten function met, its
                                                     `plain`, `keyed` and `finish` */
-    PyObject *convert_key, *key_kinds; /* owned or NULL: plain_of's `convert_key` and `key_kinds` (a dict),
-                                          which make the entries `keyed` gives treekit's */
+    PyObject *convert_key, *key_kinds; /* owned or NULL: plain_of's `convert_key` and `key_kinds` (a dict;
+                                          NULL: convert_key for each), which make `keyed`'s entries treekit's */
     PyObject *fields; /* owned or NULL: plain_of's `dataclass_fields`, checked (data names, meta names, keys) */
     PyObject *plain_entry; /* owned or NULL: the entry whose flatten is plain_of, until Python code runs */
     PyObject *quiet_class, *quiet_fields; /* owned or NULL: a class whose getattr of these fields runs no

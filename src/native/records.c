@@ -73,6 +73,22 @@ static PyObject *new_record(PyObject *ntype, PyObject *data, Py_ssize_t arity, P
     return record;
 }
 
+/* Whether v is a small immutable value that refers to nothing: an exact str, int, float,
+ * bool, complex or None (what a dataclass's static fields hold: names, sizes, flags). */
+static int small_value(PyObject *v) {
+    return v == Py_None || PyUnicode_CheckExact(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) ||
+           PyBool_Check(v) || PyComplex_CheckExact(v);
+}
+
+/* Whether data is node data a walk may keep (tk_kept_data makes it): an untracked exact tuple
+ * of at most TK_KEPT_META small values. Holding it holds nothing else of the user's. */
+static int keepable(PyObject *data) {
+    if (!PyTuple_CheckExact(data) || PyTuple_GET_SIZE(data) > TK_KEPT_META || PyObject_GC_IsTracked(data)) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(data); i++)
+        if (!small_value(PyTuple_GET_ITEM(data, i))) return 0;
+    return 1;
+}
+
 int tk_add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py_ssize_t arity,
                   Py_ssize_t num_leaves, Py_ssize_t num_nodes) {
     uintptr_t h = ((uintptr_t)ntype >> 4) * 31u + ((uintptr_t)data >> 4) * 17u + (uintptr_t)arity * 7u +
@@ -92,7 +108,7 @@ int tk_add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py
         m->arity == arity && m->num_leaves == num_leaves && m->num_nodes == num_nodes)
         return tk_buf_push(nodes, m->record);
     /* a dataclass node's node data kept from walk to walk (node.c): its record is kept too */
-    int kept = !shared && PyTuple_CheckExact(data) && !PyObject_GC_IsTracked(data);
+    int kept = !shared && keepable(data);
     tk_made *k = kept ? tk_node_record(h) : NULL;
     if (kept && k->record != NULL && PyTuple_GET_ITEM(k->record, 0) == ntype &&
         PyTuple_GET_ITEM(k->record, 1) == data && k->arity == arity && k->num_leaves == num_leaves &&
@@ -124,7 +140,7 @@ int tk_add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py
 
 /* A dataclass node's node data: the tuple of its meta fields' values (fields: the entry's
  * dataclass_fields, at most TK_KEPT_META meta names), the very tuple of the walk before where
- * those values are the same objects, none of them tracked by the collector (cache.h). */
+ * those values are the same objects, each a small value that refers to nothing (cache.h). */
 tk_status tk_kept_data(PyObject *node, PyObject *fields, int keep, PyObject **data) {
     PyObject *names = PyTuple_GET_ITEM(fields, 1), *v[TK_KEPT_META];
     Py_ssize_t n = PyTuple_GET_SIZE(names), got = 0;
@@ -132,7 +148,7 @@ tk_status tk_kept_data(PyObject *node, PyObject *fields, int keep, PyObject **da
     uintptr_t h = (uintptr_t)fields >> 4;
     for (; got < n; got++) {
         if ((v[got] = PyObject_GetAttr(node, PyTuple_GET_ITEM(names, got))) == NULL) break;
-        atomic = atomic && !PyObject_GC_IsTracked(v[got]);
+        atomic = atomic && small_value(v[got]);
         h = h * 1000003u ^ ((uintptr_t)v[got] >> 4);
     }
     if (got < n) {
@@ -154,7 +170,7 @@ tk_status tk_kept_data(PyObject *node, PyObject *fields, int keep, PyObject **da
         return TK_ERROR;
     }
     for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(made, i, v[i]); /* the references above */
-    if (atomic) PyObject_GC_UnTrack(made); /* (in no cycle: no item is tracked, as the collector would find) */
+    if (atomic) PyObject_GC_UnTrack(made); /* (in no cycle: its items refer to nothing) */
     if (atomic && keep) { /* the slot as it is now (the collection a tuple's making may run empties it) */
         PyObject *old_fields = slot->fields, *old_data = slot->data;
         Py_INCREF(fields);

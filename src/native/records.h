@@ -39,7 +39,7 @@ TK_API void tk_records_clear(Records *r);
 
 /* A dataclass node's node data: the tuple of its meta fields' values (fields: the entry's
  * dataclass_fields, at most TK_KEPT_META meta names), the very tuple of the walk before where
- * those values are the same objects, none of them tracked by the collector (cache.h); a new
+ * those values are the same objects, each a small value that refers to nothing (cache.h); a new
  * tuple is kept there too if `keep`. TK_OK (*data a new reference), TK_RAISED (a getattr
  * raised) or TK_ERROR. */
 #define TK_KEPT_META 8

@@ -49,7 +49,7 @@ def _children(cls: type, what: str, children: Any) -> Sequence[Any]:
 def _unzip_keyed(cls: type, pairs: Any) -> tuple[list[Any], list[Any]]:
     keys, children = [], []
     for item in _children(cls, "flatten_with_keys", pairs):
-        if type(item) is not tuple or len(item) != 2:
+        if not isinstance(item, tuple) or len(item) != 2:  # (a namedtuple pair too, as jax takes it)
             raise ValueError(
                 f"the flatten_with_keys function registered for {cls.__qualname__} returned "
                 f"{item!r:.60} among its children; expected (key entry, child) pairs"

@@ -164,24 +164,26 @@ def _drop_answers() -> None:
 def _forget_before_full_collection(
     phase: str, info: dict[str, Any], _finalizing: Callable[[], bool] = sys.is_finalizing
 ) -> None:
-    """Before each full garbage collection, drop the answers remembered for unregistered
-    types (and namedtuple classes' field keys), and the native core its dataclass nodes'
-    kept node data and records (their node types hold their classes): classes the program
-    has dropped are then collected by that very collection, not kept alive by treekit. (A class refers to itself
-    through its ``__mro__``, so only a collection frees it.) Skipped when another thread, or
-    the code the collection interrupted, holds the lock: the next full collection does it.
-    Skipped at interpreter exit too, whose collections run while modules' globals are cleared
-    (``sys.is_finalizing`` is bound as a default, so it is there then).
+    """Before each full garbage collection, the native core drops its dataclass nodes' kept
+    node data and records (their node types hold their classes), and the registry the answers
+    remembered for unregistered types (and namedtuple classes' field keys): classes the
+    program has dropped are then collected by that very collection, not kept alive by
+    treekit. (A class refers to itself through its ``__mro__``, so only a collection frees
+    it.) The answers are kept when another thread, or the code the collection interrupted,
+    holds the lock: the next full collection drops them. Skipped at interpreter exit, whose
+    collections run while modules' globals are cleared (``sys.is_finalizing`` is bound as a
+    default, so it is there then).
     """
-    if _finalizing() or phase != "start" or info.get("generation") != 2 or getattr(_HELD, "depth", 0):
+    if _finalizing() or phase != "start" or info.get("generation") != 2:
         return
-    if not _LOCK.acquire(blocking=False):
+    forget = getattr(NATIVE, "forget_node_data", None)  # (None: the pure core)
+    if forget is not None:
+        forget()
+    if getattr(_HELD, "depth", 0) or not _LOCK.acquire(blocking=False):
         return
     try:
         _drop_answers()
         _FIELD_KEYS.clear()
-        if NATIVE is not None:
-            NATIVE.forget_node_data()
     finally:
         _LOCK.release()
 
