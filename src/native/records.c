@@ -89,6 +89,25 @@ static int keepable(PyObject *data) {
     return 1;
 }
 
+/* Whether slot m's record (not NULL) is (ntype, data, arity, num_leaves, num_nodes). */
+static int holds(const tk_made *m, PyObject *ntype, PyObject *data, Py_ssize_t arity, Py_ssize_t num_leaves,
+                 Py_ssize_t num_nodes) {
+    return PyTuple_GET_ITEM(m->record, 0) == ntype && PyTuple_GET_ITEM(m->record, 1) == data && m->arity == arity &&
+           m->num_leaves == num_leaves && m->num_nodes == num_nodes;
+}
+
+/* Put `record` in slot m (stealing a reference to it), dropping `old`, what the slot held (or
+ * NULL) as it is now: a walk, or a clear, in code run while the record was made may have
+ * changed it. */
+static void put(tk_made *m, PyObject *old, PyObject *record, Py_ssize_t arity, Py_ssize_t num_leaves,
+                Py_ssize_t num_nodes) {
+    m->record = record;
+    m->arity = arity;
+    m->num_leaves = num_leaves;
+    m->num_nodes = num_nodes;
+    Py_XDECREF(old);
+}
+
 int tk_add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py_ssize_t arity,
                   Py_ssize_t num_leaves, Py_ssize_t num_nodes) {
     uintptr_t h = ((uintptr_t)ntype >> 4) * 31u + ((uintptr_t)data >> 4) * 17u + (uintptr_t)arity * 7u +
@@ -104,37 +123,23 @@ int tk_add_record(Buf *nodes, Records *made, PyObject *ntype, PyObject *data, Py
         m = &made->slot[at];
         held = (int)(made->used >> at & 1);
     }
-    if (held && PyTuple_GET_ITEM(m->record, 0) == ntype && PyTuple_GET_ITEM(m->record, 1) == data &&
-        m->arity == arity && m->num_leaves == num_leaves && m->num_nodes == num_nodes)
-        return tk_buf_push(nodes, m->record);
-    /* a dataclass node's node data kept from walk to walk (node.c): its record is kept too */
+    if (held && holds(m, ntype, data, arity, num_leaves, num_nodes)) return tk_buf_push(nodes, m->record);
+    /* a dataclass node's node data kept from walk to walk (tk_kept_data): its record is kept too */
     int kept = !shared && keepable(data);
     tk_made *k = kept ? tk_node_record(h) : NULL;
-    if (kept && k->record != NULL && PyTuple_GET_ITEM(k->record, 0) == ntype &&
-        PyTuple_GET_ITEM(k->record, 1) == data && k->arity == arity && k->num_leaves == num_leaves &&
-        k->num_nodes == num_nodes)
+    if (kept && k->record != NULL && holds(k, ntype, data, arity, num_leaves, num_nodes))
         return tk_buf_push(nodes, k->record);
     PyObject *record = new_record(ntype, data, arity, num_leaves, num_nodes);
     if (record == NULL) return -1;
     int rc = tk_buf_push(nodes, record);
-    if (kept) { /* the slot as it is now (the collection a record's making may run empties it) */
-        PyObject *was = k->record;
+    if (kept) {
         Py_INCREF(record);
-        k->record = record;
-        k->arity = arity;
-        k->num_leaves = num_leaves;
-        k->num_nodes = num_nodes;
-        Py_XDECREF(was);
+        put(k, k->record, record, arity, num_leaves, num_nodes);
     }
-    /* the slot as it is now: a walk (or a clear) in code run while the record was made may
-     * have changed it */
     PyObject *old = shared || made->used >> at & 1 ? m->record : NULL;
     if (!shared) made->used |= (uint64_t)1 << at;
-    m->record = record; /* the reference made above */
-    m->arity = arity;
-    m->num_leaves = num_leaves;
-    m->num_nodes = num_nodes;
-    Py_XDECREF(old); /* the walk's own are in `nodes` too; a shared one holds no user object */
+    put(m, old, record, arity, num_leaves, num_nodes); /* the reference made above; the walk's own
+                                                         are in `nodes` too; a shared one holds no user object */
     return rc;
 }
 

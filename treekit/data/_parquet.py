@@ -142,7 +142,7 @@ class ParquetSource(PlannedSource):
         # caller, so a read that runs late hides behind them. On the TPU machine (stop 52,
         # 100,000 rows): the first batch in 0.1-0.25 s; 8 and 13 readers 86k and 82k rows/s,
         # where growing the window 1, 2, 4... gave 53k and 45k.
-        window, most = 1, 2 * self.readers
+        window = 1
         with ThreadPoolExecutor(self.readers, thread_name_prefix="treekit-parquet") as pool:
             ahead: list[Future[Chunk]] = []
             try:
@@ -156,7 +156,7 @@ class ParquetSource(PlannedSource):
                         return
                     chunk = ahead.pop(0).result()
                     self.read_from(chunk.state)
-                    window = most
+                    window = 2 * self.readers
                     yield chunk
             finally:
                 for future in ahead:
