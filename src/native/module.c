@@ -14,11 +14,14 @@
  *   keystr(keys, simple, separator)     treekit.core._keys.keystr; DEFER: let Python join it
  *   keystr_function(pure, module)       treekit.keystr, a built-in function (keystr.h)
  *   entry_init(k, cls)                  the k-th key entry class's __init__ (entries.h)
+ *   scan_entries(text, pos, left, at, data_start, data_size, sizes, cls, tensors)
+ *       treekit.checkpoint._header's entries as writers write them (header.h); -> (pos, last, left, at)
  *   cache_info(), clear_caches()        the process-wide caches (cache.h), for tests
  *   forget_node_data()                  empty the dataclass nodes' kept node data and records
  *                                       (treekit.core._registry, before each full collection)
  * Every function returns a new reference (NULL with an exception). */
 #include "entries.h"
+#include "header.h"
 #include "keystr.h"
 #include "map.h"
 
@@ -214,6 +217,32 @@ static PyObject *entry_init(PyObject *self, PyObject *const *args, Py_ssize_t na
     return tk_entry_init((int)k, args[1]);
 }
 
+/* scan_entries(text, pos, left, at, data_start, data_size, sizes, cls, tensors) -> (pos, last,
+ * left, at) (header.h). Return value: New reference. */
+static PyObject *scan_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9 || !PyUnicode_CheckExact(args[0]) || !PyDict_CheckExact(args[6]) || !PyType_Check(args[7]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[7], &PyTuple_Type) || !PyDict_CheckExact(args[8])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "scan_entries(text: str, pos, left, at, data_start, data_size, sizes: dict, cls: tuple "
+                        "subclass, tensors: dict)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]), left = PyLong_AsSsize_t(args[2]);
+    long long at = PyLong_AsLongLong(args[3]), start = PyLong_AsLongLong(args[4]), size = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_OverflowError)) { /* (no file is that big: Python reads it) */
+        PyErr_Clear();
+        return PyTuple_Pack(4, args[1], Py_False, args[2], args[3]);
+    }
+    if (PyErr_Occurred()) return NULL;
+    if (pos < 0 || pos > PyUnicode_GET_LENGTH(args[0]) || start < 0 || size < 0 || start > LLONG_MAX - size) {
+        PyErr_SetString(PyExc_ValueError, "scan_entries: pos outside the text, or offsets out of range");
+        return NULL;
+    }
+    int last = 0;
+    if (tk_scan_entries(args[0], &pos, &last, start, size, args[6], args[7], args[8], &left, &at) < 0) return NULL;
+    return Py_BuildValue("(nOnL)", pos, last ? Py_True : Py_False, left, at);
+}
+
 /* cache_info() -> {name: (size, limit)}. Return value: New reference. */
 static PyObject *cache_info(PyObject *self, PyObject *unused) {
     return tk_cache_info();
@@ -250,6 +279,8 @@ static PyMethodDef METHODS[] = {
      "entry_init(k, cls): the k-th key entry class's __init__, setting its field (None: keep its own)."},
     {"keystr_function", (PyCFunction)(void (*)(void))keystr_function, METH_FASTCALL,
      "treekit.keystr, a built-in function of the module given; the pure keystr given takes the unusual calls."},
+    {"scan_entries", (PyCFunction)(void (*)(void))scan_entries, METH_FASTCALL,
+     "treekit.checkpoint._header's entries as writers write them, in C; stops at any other (header.h)."},
     {"cache_info", cache_info, METH_NOARGS,
      "cache_info() -> {name: (size, limit)}: every process-wide cache of the native core, each bounded."},
     {"clear_caches", clear_caches, METH_NOARGS, "clear_caches(): empty every process-wide cache of the native core."},

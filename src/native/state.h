@@ -10,6 +10,7 @@
  *   errors (errors.c)           the Python functions that word every error the core raises
  *   walk, guide, build          the three walkers (walk.c, guide.c, build.c)
  *   map, pairs, keystr, entries what the module's functions run (map.c, pairs.c, keystr.c, entries.c)
+ *   header (header.c)           a safetensors header's entries (for treekit.checkpoint; state.h only)
  *   module (module.c)           argument parsing and the method table only
  *
  * C walks, Python speaks: the core reads the registry that treekit.core._registry keeps (its

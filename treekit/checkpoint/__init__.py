@@ -1,8 +1,8 @@
 # Lives here: _io.py (the public functions), _manager.py (CheckpointManager), _saved.py (the
-# structure record), _restore.py (into like=), _npz.py, _safetensors.py, _shards.py (arrays
-# saved shard by shard), _atomic.py, _progress.py, _ahead.py (device-to-host copies ahead of
-# the writer), _codes.py (safetensors dtype codes), _foreign.py (other tools' files), _header.py
-# (a safetensors header, scanned in bounded memory), _json.py (records and indexes, likewise).
+# structure record), _values.py (values in it), _restore.py (into like=), _npz.py, _safetensors.py,
+# _shards.py (arrays saved shard by shard), _atomic.py, _progress.py, _ahead.py (device-to-host
+# copies ahead of the writer), _codes.py (safetensors dtype codes), _foreign.py (other tools'
+# files), _header.py (a safetensors header in bounded memory), _json.py (records, indexes).
 # May import: core, ops, sharding, checks. Start at _io.py.
 """Checkpoints: save, load, load_leaf and metadata over .npz and .safetensors files."""
 

@@ -24,6 +24,7 @@ import reprlib
 from typing import IO, Any, NamedTuple
 
 from treekit.checkpoint._codes import CODES, SIZES
+from treekit.core import NATIVE
 
 __all__ = ["MAX_HEADER", "Header", "Tensor", "parse", "short"]
 
@@ -42,6 +43,7 @@ _repr = reprlib.Repr()  # a lying header's values are shown cut short
 _repr.maxlist, _repr.maxdict, _repr.maxstring, _repr.maxother, _repr.maxlevel = 8, 4, 40, 40, 2
 short = _repr.repr
 _KEYS = ["data_offsets", "dtype", "shape"]
+_SCAN = getattr(NATIVE, "scan_entries", None)  # the native core's reading of entries as writers write them
 _EXPECTED = {  # what each key of an entry holds
     "dtype": f"one of {', '.join(CODES)}",
     "shape": f"a list of at most {MAX_NDIM} integers >= 0",
@@ -82,37 +84,43 @@ def parse(f: IO[bytes], p: str) -> Header:
         limit = f"{size - 8} (the file is {size} bytes)" if size - 8 < MAX_HEADER else f"{MAX_HEADER} (the limit)"
         raise ValueError(f"{p}: header length: expected at most {limit}, got {n} (not safetensors, or truncated?)")
     data_start, data_size = 8 + n, size - 8 - n
-    regions, metadata, error = _read(f.read(n), p, data_size)
+    tensors, metadata, at, error = _read(f.read(n), p, data_start, data_size)
     if error is not None:  # (raised here: neither the error nor its traceback holds the header's text)
         raise ValueError(error)
-    regions.sort()
-    at, previous = 0, ""
-    for begin, end, name, _, _ in regions:
-        if begin != at:
-            why = f"{begin - at} bytes before it in no tensor"
-            why = f"overlapping tensor {short(previous)}" if begin < at else why
-            where = f"{p}: tensor {short(name)}"
-            raise ValueError(f"{where}: expected data_offsets from {at}, got [{begin}, {end}] ({why})")
-        at, previous = end, name
-    if at != data_size:
-        raise ValueError(f"{p}: data: expected {at} bytes (all in tensors), got {data_size} (the rest in no tensor)")
-    tensors = {name: Tensor(code, shape, data_start + b, data_start + e) for b, e, name, code, shape in regions}
+    if at != data_size:  # (not one run of tensors in file order, as writers write them: sorted, checked)
+        order = sorted((t.begin - data_start, t.end - data_start, name) for name, t in tensors.items())
+        at, previous = 0, ""
+        for begin, end, name in order:
+            if begin != at:
+                why = f"{begin - at} bytes before it in no tensor"
+                why = f"overlapping tensor {short(previous)}" if begin < at else why
+                where = f"{p}: tensor {short(name)}"
+                raise ValueError(f"{where}: expected data_offsets from {at}, got [{begin}, {end}] ({why})")
+            at, previous = end, name
+        if at != data_size:
+            why = "the rest in no tensor"
+            raise ValueError(f"{p}: data: expected {at} bytes (all in tensors), got {data_size} ({why})")
+        tensors = {name: tensors[name] for _, _, name in order}
     return Header(tensors, metadata, data_start, size)
 
 
-def _read(raw: bytes, p: str, data_size: int) -> tuple[list[_Region], dict[str, str], str | None]:
-    """(regions, metadata, None) of a header's bytes, or ([], {}, what is wrong with them)."""
+def _read(
+    raw: bytes, p: str, data_start: int, data_size: int
+) -> tuple[dict[str, Tensor], dict[str, str], int, str | None]:
+    """(tensors, metadata, at, None) of a header's bytes (``at``: where the tensors end if they
+    are one run in file order, else -1), or ({}, {}, -1, what is wrong with them)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return [], {}, f"{p}: header: expected UTF-8 JSON, got byte {raw[exc.start]:#04x} at {exc.start}"
+        return {}, {}, -1, f"{p}: header: expected UTF-8 JSON, got byte {raw[exc.start]:#04x} at {exc.start}"
     try:
-        return (*_Scan(text, p, len(raw), data_size).header(), None)
+        scan = _Scan(text, p, len(raw), data_start, data_size)
+        return (*scan.header(), scan.at, None)
     except (json.JSONDecodeError, _Twice) as exc:
         error = "JSONDecodeError" if isinstance(exc, json.JSONDecodeError) else "ValueError"
-        return [], {}, f"{p}: header: expected JSON, got {error}: {exc}"
+        return {}, {}, -1, f"{p}: header: expected JSON, got {error}: {exc}"
     except ValueError as exc:
-        return [], {}, str(exc)
+        return {}, {}, -1, str(exc)
 
 
 class _Twice(ValueError):
@@ -130,7 +138,6 @@ class _Unread:
         return f"<{self.kind}>"
 
 
-_Region = tuple[int, int, str, str, tuple[int, ...]]  # (begin, end, name, dtype code, shape)
 _WS = "[ \t\n\r]*"
 _SPACE = re.compile(_WS)
 _STRING = r'"([^"\\\x00-\x1f]*)"'  # (without escapes: those go to json's scanner)
@@ -159,28 +166,36 @@ _KINDS = {type(None): "null", bool: "a boolean", int: "a number", float: "a numb
 class _Scan:
     """One pass over a header's text, keeping what it checks and counting what that costs."""
 
-    def __init__(self, text: str, p: str, size: int, data_size: int) -> None:
-        self.text, self.p, self.data_size = text, p, data_size
+    def __init__(self, text: str, p: str, size: int, data_start: int, data_size: int) -> None:
+        self.text, self.p, self.data_start, self.data_size = text, p, data_start, data_size
         self.left = _ROOM * size + (64 << 10)  # (bytes of Python objects it may keep yet; small headers: all)
+        self.at = 0  # where the tensors so far end, while each began where the one before it ended; else -1
+        # (then sorting them would not change their order: none is empty, so no two begin together)
 
-    def header(self) -> tuple[list[_Region], dict[str, str]]:
+    def header(self) -> tuple[dict[str, Tensor], dict[str, str]]:
         text, p = self.text, self.p
         pos = self._space(0)
         if text[pos : pos + 1] != "{":
             raise ValueError(f"{p}: header: expected a JSON object, got {self._kind(pos)}")
         pos = self._space(pos + 1)
-        regions: dict[str, _Region] = {}
+        tensors: dict[str, Tensor] = {}
         metadata: dict[str, str] | None = None
         last = text.startswith("}", pos)
         pos += last
         while not last:
+            if _SCAN is not None:  # (the same entries taken in C, up to the first it leaves here)
+                pos, last, self.left, self.at = _SCAN(
+                    text, pos, self.left, self.at, self.data_start, self.data_size, SIZES, Tensor, tensors
+                )
+                if last:
+                    break
             m = _ENTRY.match(text, pos)
-            region = None
+            tensor = None
             if m is not None and m[1] != "__metadata__":
-                region = _canonical(m[1], m[2], m[3], m[4], m[5], self.data_size)
-            if region is not None:
+                tensor = _canonical(m[2], m[3], m[4], m[5], self.data_start, self.data_size)
+            if tensor is not None:
                 assert m is not None
-                name, pos, last = region[2], m.end(), m[6] == "}"
+                name, pos, last = m[1], m.end(), m[6] == "}"
             else:
                 name, pos = self._key(pos)
                 if name == "__metadata__":
@@ -190,17 +205,19 @@ class _Scan:
                 else:
                     where, kept = f"{p}: tensor {short(name)}", self.left
                     info, pos = self._entry(pos, where)
-                    region = _region(where, name, info, self.data_size)
-                    self.left = kept  # (the entry's values are dropped: its region is counted below)
+                    tensor = _tensor(where, info, self.data_start, self.data_size)
+                    self.left = kept  # (the entry's values are dropped: its tensor is counted below)
                 pos, last = self._after(pos, "}")
-            if region is not None:
-                if name in regions:
+            if tensor is not None:
+                if name in tensors:
                     raise _Twice(name)
-                regions[name] = region
-                self._keep(200 + name.__sizeof__() + 8 * len(region[4]))
+                tensors[name] = tensor
+                self._keep(256 + 4 * len(name) + 8 * len(tensor.shape))  # (at least its objects' size)
+                run = self.at == tensor.begin - self.data_start and tensor.end > tensor.begin  # (no bytes: sorted)
+                self.at = tensor.end - self.data_start if run else -1
         if self._space(pos) != len(text):
             raise json.JSONDecodeError("Extra data", text, self._space(pos))
-        return list(regions.values()), metadata or {}
+        return tensors, metadata or {}
 
     def _keep(self, cost: int) -> None:
         self.left -= cost
@@ -334,8 +351,8 @@ class _Scan:
                 return out, pos
 
 
-def _canonical(name: str, code: str, shape: str, begin_: str, end_: str, data_size: int) -> _Region | None:
-    """The region of an entry as writers write it (the expression's groups), or None to read it
+def _canonical(code: str, shape: str, begin_: str, end_: str, data_start: int, data_size: int) -> Tensor | None:
+    """The tensor of an entry as writers write it (the expression's groups), or None to read it
     member by member (which says what is wrong, if anything)."""
     size = SIZES.get(code)
     if size is None or len(shape) > 2000 or len(begin_) > 20 or len(end_) > 20 or _NOT_JSON_INTS.search(shape):
@@ -348,12 +365,12 @@ def _canonical(name: str, code: str, shape: str, begin_: str, end_: str, data_si
     if len(dims) > MAX_NDIM or not begin <= end <= data_size or end - begin != math.prod(dims) * size:
         return None
     if end == begin and 0 in dims:
-        return None  # (no bytes, no claims: _region checks the other dims)
-    return begin, end, name, code, dims
+        return None  # (no bytes, no claims: _tensor checks the other dims)
+    return Tensor(code, dims, data_start + begin, data_start + end)
 
 
-def _region(where: str, name: str, info: dict[str, Any], data_size: int) -> _Region:
-    """``(begin, end, name, dtype code, shape)`` of one header entry read member by member, checked."""
+def _tensor(where: str, info: dict[str, Any], data_start: int, data_size: int) -> Tensor:
+    """The tensor of one header entry read member by member, checked."""
     if set(info) != set(_KEYS):
         raise ValueError(f"{where}: expected an object with keys {_KEYS}, got keys {short(sorted(info))}")
     code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
@@ -372,4 +389,4 @@ def _region(where: str, name: str, info: dict[str, Any], data_size: int) -> _Reg
     need = math.prod(shape) * CODES[code][1]  # Python ints: no overflow
     if end - begin != need:
         raise ValueError(f"{where}: expected {need} bytes for shape {shape} of {code}, got offsets {offsets}")
-    return begin, end, name, code, tuple(shape)
+    return Tensor(code, tuple(shape), data_start + begin, data_start + end)

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar
 
-from treekit.checkpoint import _saved
+from treekit.checkpoint import _saved, _values
 from treekit.checkpoint._atomic import atomic_file
 from treekit.checkpoint._foreign import read_index, rename_rules, renamed
 from treekit.checkpoint._npz import PICKLE_FILE, ZIP_HEADS, PickleRefused, file_head, may_be_pickle, read_npz
@@ -323,7 +323,7 @@ def _damaged(path: str | os.PathLike[str]) -> Iterator[None]:
         yield
     except _saved.NeedsTemplate:
         raise
-    except _saved.Undefined as exc:  # (an intact file, a class this process lacks)
+    except _values.Undefined as exc:  # (an intact file, a class this process lacks)
         raise ValueError(f"{os.fspath(path)}: {exc}") from None
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
         detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
@@ -387,7 +387,7 @@ def metadata(path: str | os.PathLike[str]) -> Any:
         if type(entry) is str:
             return specs[entry]
         if "value" in entry:
-            return _saved.decode(entry["value"])
+            return _values.decode(entry["value"])
         saved = specs[entry["array"]]
         return ShapeDtype(tuple(entry["shape"]), entry["dtype"]) if "shape" in entry else saved
 

@@ -98,17 +98,18 @@ def write(
         names.add(name)
     together = any(getattr(array, "is_fully_addressable", True) is False for _, array, *_ in entries)
     entries.sort(key=lambda e: -e[2].itemsize)  # stable: ties keep the given order
-    header: dict[str, Any] = {}
+    members = []  # the header's JSON, as json.dumps(header, ensure_ascii=False, separators=(",", ":")) writes it
     if metadata is not None:
         if not isinstance(metadata, dict) or not all(type(k) is str and type(v) is str for k, v in metadata.items()):
             raise TypeError(f"metadata: expected a dict of str to str, got {short(metadata)}")
-        header["__metadata__"] = metadata
+        members.append('"__metadata__":' + json.dumps(metadata, ensure_ascii=False, separators=(",", ":")))
     offset = 0
-    for name, _, _, shape, code, size in entries:
-        header[name] = {"dtype": code, "shape": list(shape), "data_offsets": [offset, offset + size]}
-        offset += size
+    for name, _, _, shape, code, size in entries:  # (formatted here: json.dumps of 20,000 dicts takes twice as long)
+        dims, end = ",".join(map(str, shape)), offset + size
+        members.append(f'{_quote(name)}:{{"dtype":"{code}","shape":[{dims}],"data_offsets":[{offset},{end}]}}')
+        offset = end
     try:
-        blob = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        blob = ("{" + ",".join(members) + "}").encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ValueError(f"tensor names and metadata: expected text UTF-8 encodes, got {exc.object!r:.80}") from None
     blob += b" " * (-len(blob) % 8)
@@ -119,18 +120,34 @@ def write(
         regions = [(name, array, dtype, shape) for name, array, dtype, shape, _, _ in entries]
         save_together(os.fspath(path), head, regions, offset, _write_array)
         return
-    parts_of = [pieces(array) for _, array, *_ in entries]
-    ahead = Ahead([[d for _, d in parts] if parts is not None else [a] if hasattr(a, "copy_to_host_async") else []
-                   for (_, a, *_), parts in zip(entries, parts_of)], [e[5] for e in entries])
+    ndarray = np.ndarray
+    parts_of = [None if type(array) is ndarray else pieces(array) for _, array, *_ in entries]
+    copies = [[d for _, d in parts] if parts is not None else [a] if hasattr(a, "copy_to_host_async") else []
+              for (_, a, *_), parts in zip(entries, parts_of)]  # fmt: skip
+    ahead = Ahead(copies, [e[5] for e in entries]) if any(copies) else None
     with atomic_file(path) as f, Progress(f"save {os.path.basename(os.fspath(path))}", offset) as progress:
         f.write(head)
         for k, ((name, array, dtype, shape, _, size), parts) in enumerate(zip(entries, parts_of)):
-            ahead.reach(k)  # (the next arrays' device-to-host copies run while this one is written)
+            if ahead is not None:
+                ahead.reach(k)  # (the next arrays' device-to-host copies run while this one is written)
+            if type(array) is ndarray and size <= _CHUNK:
+                try:
+                    f.write(array)  # type: ignore[call-overload]  # (most arrays: one write of its buffer)
+                    progress.advance(size)
+                    continue
+                except (TypeError, ValueError, BufferError):
+                    pass  # (not contiguous, or a dtype numpy exports no buffer for: nothing written; below)
             if parts is None:
                 _write_array(f, name, array, dtype, shape)
             else:  # a sharded jax array: each shard into its place, none gathered
                 write_pieces(f, parts, dtype, shape)
             progress.advance(size)
+
+
+def _quote(name: str) -> str:
+    """``name`` as a JSON string, as ``json.dumps(name, ensure_ascii=False)`` writes it."""
+    plain = name.isprintable() and '"' not in name and "\\" not in name
+    return f'"{name}"' if plain else json.dumps(name, ensure_ascii=False)
 
 
 def _write_array(f: IO[bytes], name: str, array: Any, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
@@ -300,9 +317,8 @@ def read(path: str | os.PathLike[str], mmap: bool = False) -> tuple[dict[str, np
                 block = Tensor("U8", (last.end - first.begin,), first.begin, last.end)
                 what = f"tensors {tensors[at][0]!r} to {tensors[run - 1][0]!r}"
                 data = _read_into(f, p, what, block, np.dtype(np.uint8))
-                for name, t in tensors[at:run]:
-                    piece = data[t.begin - first.begin : t.end - first.begin]
-                    out[name] = piece.view(dtypes[t.dtype]).reshape(t.shape).copy()
+                for name, t in tensors[at:run]:  # (each a copy: no array keeps the run's block alive)
+                    out[name] = np.ndarray(t.shape, dtypes[t.dtype], data, t.begin - first.begin).copy()
                 at = run
                 progress.advance(last.end - first.begin)
         return out, header.metadata

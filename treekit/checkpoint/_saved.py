@@ -22,11 +22,11 @@ import json
 import sys
 from typing import Any
 
+from treekit.checkpoint._values import Unsaveable, decode, decoded_keys, encode, encoded_keys, ref
 from treekit.core import (
     NAMEDTUPLE,
     KeyPath,
     Node,
-    current_module,
     dtype_name,
     flatten,
     is_array,
@@ -43,104 +43,8 @@ KINDS = ("list", "tuple", "none", *DICT_KINDS, "namedtuple", "registered", "jax"
 TEMPLATE = object()  # a leaf the file did not keep (a function made in a function): like's is used
 
 
-class Unsaveable(Exception):
-    """A value the record cannot hold (raised inside encoding; turned into a TypeError with its path)."""
-
-
-class Undefined(ValueError):
-    """A class or function the record names that is not defined in this process (the file is
-    intact: its module is not imported, or it was the saving script's ``__main__``)."""
-
-    def __init__(self, ref: str) -> None:
-        module, name = ref.partition(":")[0], ref.replace(":", ".")
-        if module == "__main__":
-            how = "it was defined in the script that saved the file: define it in this script too"
-        else:
-            how = f"import {module} first (load imports nothing)"
-        super().__init__(f"{name} is not defined here: {how}, or pass like= (a tree of the same structure)")
-
-
 class NoData(Unsaveable):
     """An array leaf with no data to save: abstract (a shape and dtype alone) or deleted."""
-
-
-def ref(obj: Any) -> str:
-    """``module:qualname`` of a class or function that can be found again by that name."""
-    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
-        raise Unsaveable(f"{type(obj).__name__} {obj!r:.60} (only module-level classes and functions save)")
-    if find(f"{module}:{qualname}") is not obj:
-        raise Unsaveable(f"{module}.{qualname}, which is not the object that name finds (redefined?)")
-    return f"{module}:{qualname}"
-
-
-def find(ref: str) -> Any:
-    """The object ``module:qualname`` names, from an already imported module; ``None`` if none.
-
-    Looked up in the module's and classes' ``__dict__`` alone: no module ``__getattr__`` (which
-    may import a module) and no property runs.
-
-    >>> find('collections:OrderedDict') is __import__('collections').OrderedDict
-    True
-    """
-    module, _, qualname = ref.partition(":")
-    obj: Any = sys.modules.get(current_module(module))  # (0.2 named modules now moved)
-    for part in qualname.split("."):
-        try:
-            obj = vars(obj).get(part)
-        except TypeError:  # (no __dict__: None, or a builtin without one)
-            return None
-    return obj
-
-
-def encode(value: Any) -> Any:
-    """``value`` as JSON: None, bool, int, float and str as themselves, the rest tagged."""
-    kind = type(value)
-    if value is None or kind in (bool, int, float, str):
-        return value
-    if kind is tuple or kind is list:
-        return {kind.__name__: [encode(v) for v in value]}
-    if kind is dict:
-        return {"dict": [[encode(k), encode(v)] for k, v in value.items()]}
-    if kind is complex:
-        return {"complex": [value.real, value.imag]}
-    if kind is bytes:
-        return {"bytes": value.hex()}
-    if isinstance(value, type) or callable(value):
-        return {"ref": ref(value)}
-    raise Unsaveable(f"{kind.__name__} {value!r:.60}")
-
-
-def decode(data: Any) -> Any:
-    if not isinstance(data, dict):
-        if isinstance(data, list):
-            raise ValueError("untagged list")
-        return data
-    ((tag, body),) = data.items()
-    if tag == "tuple":
-        return tuple(decode(v) for v in body)
-    if tag == "list":
-        return [decode(v) for v in body]
-    if tag == "dict":
-        return {decode(k): decode(v) for k, v in body}
-    if tag == "complex":
-        return complex(*body)
-    if tag == "bytes":
-        return bytes.fromhex(body)
-    if tag == "ref":
-        obj = find(body)
-        if obj is None:
-            raise Undefined(body)
-        if not (isinstance(obj, type) or callable(obj)):  # (what save records by name: nothing else)
-            kind = type(obj).__name__
-            raise ValueError(f"{body.replace(':', '.')} is a {kind}: a record names classes and functions")
-        return obj
-    raise ValueError(f"unknown tag {tag!r}")
-
-
-def decode_key(data: Any) -> Any:
-    """:func:`decode` of a dict key (most are strings: returned at once)."""
-    return data if type(data) is str else decode(data)
 
 
 def key_impl(leaf: Any) -> str | None:
@@ -233,10 +137,10 @@ def node_record(ntype: Any, data: Any, arity: int) -> dict[str, Any]:
         return {"node": kind, "n": arity}
     if kind in DICT_KINDS:
         keys = data[1] if kind == "defaultdict" else data
-        record = {"node": kind, "n": arity, "keys": [encode(k) for k in keys]}
+        record = {"node": kind, "n": arity, "keys": encoded_keys(keys)}
         original = getattr(keys, "original", None)
         if original is not None:
-            record["order"] = [encode(k) for k in original]
+            record["order"] = encoded_keys(original)
         if kind == "defaultdict":
             if data[0] is not None and not isinstance(data[0], type):
                 raise Unsaveable(f"a defaultdict whose default_factory is {data[0]!r:.60} (a class or None saves)")
@@ -285,6 +189,10 @@ def rebuild(record: Any, arrays: dict[str, Any], leaf: Any = None) -> Any:
         if type(entry) is str:
             stack.append(value(entry, arrays))
             firsts.append(entry)
+            continue
+        if leaf is None and len(entry) == 2 and "array" in entry and "path" in entry:  # (an array renamed: most)
+            stack.append(arrays[entry["array"]])
+            firsts.append(entry["path"])
             continue
         if "node" not in entry:
             if "template" in entry:
@@ -378,11 +286,11 @@ def node_value(kind: str, entry: dict[str, Any], children: list[Any]) -> Any:
     if kind == "none":
         return None
     if kind in DICT_KINDS:
-        out = dict(zip(map(decode_key, entry["keys"]), children))
+        out = dict(zip(decoded_keys(entry["keys"]), children))
         if len(out) != len(children):  # (a key listed twice would drop a leaf)
             raise ValueError(f"a {kind} node listing a key twice ({len(children)} children, {len(out)} keys)")
         if "order" in entry:
-            ordered = {k: out[k] for k in map(decode_key, entry["order"])}
+            ordered = {k: out[k] for k in decoded_keys(entry["order"])}
             if len(ordered) != len(out):
                 raise ValueError(f"a {kind} node whose order lists {len(ordered)} of its {len(out)} keys")
             out = ordered
@@ -492,4 +400,5 @@ def record_of(tree: Any, stored: Any, names: str = ".") -> tuple[str, dict[str, 
             where = paths[leaf_index] if ntype is None else path_of_node(tree, nodes, at)
             expected = "an array with data" if isinstance(exc, NoData) else f"{what} that saves without pickle"
             raise TypeError(f"tree{keystr(where)}: expected {expected}, got {exc}") from None
-    return json.dumps({"format": FORMAT, "version": VERSION, "nodes": records}, allow_nan=True), arrays
+    record = {"format": FORMAT, "version": VERSION, "nodes": records}
+    return json.dumps(record, allow_nan=True, separators=(",", ":")), arrays
