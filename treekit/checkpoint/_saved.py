@@ -203,7 +203,9 @@ def rebuild(record: Any, arrays: dict[str, Any], leaf: Any = None) -> Any:
         kind, n = entry["node"], entry["n"]
         if type(n) is not int or not 0 <= n <= len(stack):
             raise ValueError(f"a {kind} node with {n!r} children")
-        first = next((f for f in firsts[len(firsts) - n :] if f is not None), None)
+        first = firsts[-n] if n else None
+        if first is None and n:  # (a first child without leaves: the first leaf of the others)
+            first = next((f for f in firsts[len(firsts) - n :] if f is not None), None)
         if kind in ("jax", "template"):
             raise NeedsTemplate(entry["type"], first)
         children = stack[len(stack) - n :]
