@@ -134,14 +134,9 @@ def write(
         for k, ((name, array, dtype, shape, _, size), parts) in enumerate(zip(entries, parts_of)):
             if ahead is not None:
                 ahead.reach(k)  # (the next arrays' device-to-host copies run while this one is written)
-            if type(array) is ndarray and size <= _CHUNK:
-                try:
-                    f.write(array)  # type: ignore[call-overload]  # (most arrays: one write of its buffer)
-                    progress.advance(size)
-                    continue
-                except (TypeError, ValueError, BufferError):
-                    pass  # (not contiguous, or a dtype numpy exports no buffer for: nothing written; below)
-            if parts is None:
+            if type(array) is ndarray and size <= _CHUNK and _write_whole(f, array):
+                pass  # (most arrays: one write; their dtype and shape are their own, nothing to check)
+            elif parts is None:
                 _write_array(f, name, array, dtype, shape)
             else:  # a sharded jax array: each shard into its place, none gathered
                 write_pieces(f, parts, dtype, shape)
@@ -154,6 +149,16 @@ def _quote(name: str) -> str:
     return f'"{name}"' if plain else json.dumps(name, ensure_ascii=False)
 
 
+def _write_whole(f: IO[bytes], a: np.ndarray[Any, Any]) -> bool:
+    """Write ``a``'s buffer in one call; ``False``, writing nothing, if it is not C-contiguous
+    or its dtype is one numpy exports no buffer for."""
+    try:
+        f.write(a)  # type: ignore[call-overload]
+    except (TypeError, ValueError, BufferError):
+        return False
+    return True
+
+
 def _write_array(f: IO[bytes], name: str, array: Any, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
     import numpy as np
 
@@ -162,12 +167,8 @@ def _write_array(f: IO[bytes], name: str, array: Any, dtype: np.dtype[Any], shap
     a = np.asarray(array)
     if a.dtype != dtype or a.shape != shape:
         raise ValueError(f"tensor {name!r}: expected {dtype}{list(shape)} as it claimed, got {a.dtype}{list(a.shape)}")
-    if a.flags.c_contiguous and a.nbytes <= _CHUNK:
-        try:
-            f.write(a.data)  # (most arrays: one write of its buffer)
-            return
-        except (TypeError, ValueError, BufferError):
-            pass  # (a dtype numpy exports no buffer for: its bytes, below)
+    if a.nbytes <= _CHUNK and _write_whole(f, a):
+        return
     if a.flags.c_contiguous:
         slabs: Iterable[Any] = (a,)
     else:  # copy a few rows at a time, not the whole array
