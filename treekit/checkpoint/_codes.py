@@ -24,6 +24,7 @@ CODES = {
 _BY_NAME = {name: code for code, (name, _) in CODES.items()}
 SIZES = {code: size for code, (_, size) in CODES.items()}
 _SEEN: dict[Any, str | None] = {}  # code_of's answers, by numpy dtype
+_LAST: tuple[Any, str | None] = (object(), None)  # code_of's last dtype object, and its answer
 _ML_DTYPES = frozenset(name for name, _ in CODES.values() if name.startswith(("bfloat", "float8")))
 
 
@@ -62,16 +63,21 @@ def code_of(dtype: Any) -> str | None:
     >>> code_of('float32'), code_of(bool), code_of('complex128'), code_of('>i4')
     ('F32', 'BOOL', None, None)
     """
+    global _LAST
+    last = _LAST
+    if dtype is last[0]:  # (a checkpoint asks once per array, and its arrays share a dtype object or a few)
+        return last[1]
     import numpy as np
 
     if isinstance(dtype, np.dtype):
-        known = _SEEN.get(dtype, _SEEN)  # (a checkpoint asks once per array: the few dtypes remembered)
-        if known is not _SEEN:
-            return known  # type: ignore[return-value]
+        if dtype in _SEEN:  # (the few dtypes remembered)
+            _LAST = (dtype, _SEEN[dtype])
+            return _LAST[1]
     else:
         dtype = np.dtype(dtype)
     big = dtype.byteorder == ">" or (dtype.byteorder == "=" and sys.byteorder == "big")
     code = None if big else _BY_NAME.get(dtype_name(dtype))
     if len(_SEEN) < 256:
         _SEEN[dtype] = code
+    _LAST = (dtype, code)
     return code

@@ -113,12 +113,8 @@ def save(path: str | os.PathLike[str], tree: Any, *, names: str | None = None) -
     target = os.fspath(path)
     npz = target.endswith(".npz")  # treekit 0.1's layout
 
-    last: list[Any] = [None, False]  # (the dtype asked about before, and the answer: most arrays share one)
-
     def stored(dtype: Any) -> bool:
-        if dtype is not last[0]:
-            last[:] = dtype, dtype.num < 256 and dtype.kind != "V" if npz else _safetensors.code_of(dtype) is not None
-        return bool(last[1])
+        return dtype.num < 256 and dtype.kind != "V" if npz else _safetensors.code_of(dtype) is not None
 
     record, arrays = _saved.record_of(tree, stored, names or ("/" if npz else "."))
     if not npz:  # ("format": what Hugging Face's loaders ask of a file: "pt", the plain layout)

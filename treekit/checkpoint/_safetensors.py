@@ -80,7 +80,7 @@ def write(
 
     entries: list[tuple[str, Any, np.dtype[Any], tuple[int, ...], str, int]] = []
     names: set[str] = set()
-    together, dtype_before, code, itemsizes = False, None, None, set()
+    together, itemsizes = False, set()
     for name, array in tensors:
         if type(name) is not str:
             raise TypeError(f"tensor name: expected str, got {type(name).__name__} {short(name)}")
@@ -93,13 +93,12 @@ def write(
                 array = np.asarray(array)
             dtype, shape = np.dtype(array.dtype), tuple(map(int, array.shape))
             together = together or getattr(array, "is_fully_addressable", True) is False
-        if dtype is not dtype_before:  # (a tree's arrays share a few dtype objects: each looked up once in a row)
-            dtype_before, code = dtype, code_of(dtype)
-            itemsizes.add(dtype.itemsize)
+        code = code_of(dtype)
         if code is None:
             raise TypeError(f"tensor {name!r}: expected an array of a dtype with a safetensors code, got dtype {dtype}")
         entries.append((name, array, dtype, shape, code, math.prod(shape) * dtype.itemsize))
         names.add(name)
+        itemsizes.add(dtype.itemsize)
     if len(itemsizes) > 1:
         entries.sort(key=lambda e: -e[2].itemsize)  # stable: ties keep the given order
     members = []  # the header's JSON, as json.dumps(header, ensure_ascii=False, separators=(",", ":")) writes it

@@ -190,10 +190,6 @@ def rebuild(record: Any, arrays: dict[str, Any], leaf: Any = None) -> Any:
             stack.append(value(entry, arrays))
             firsts.append(entry)
             continue
-        if leaf is None and len(entry) == 2 and "array" in entry and "path" in entry:  # (an array renamed: most)
-            stack.append(arrays[entry["array"]])
-            firsts.append(entry["path"])
-            continue
         if "node" not in entry:
             if "template" in entry:
                 raise NeedsTemplate(entry["template"], entry.get("path"), leaf=True)
@@ -230,6 +226,8 @@ def nodes_of(record: Any) -> list[Any]:
 def leaf_value(entry: Any, arrays: dict[str, Any]) -> Any:
     if type(entry) is str:
         return arrays[entry]
+    if len(entry) == 2 and "path" in entry and "array" in entry:  # (an array renamed: most, as it is)
+        return arrays[entry["array"]]
     if "value" in entry:
         return decode(entry["value"])
     value = arrays[entry["array"]]

@@ -57,10 +57,13 @@ def find(ref: str) -> Any:
     return obj
 
 
+_PLAIN = frozenset((str, int, float, bool, type(None)))  # what a record holds as itself (JSON's own)
+
+
 def encode(value: Any) -> Any:
     """``value`` as JSON: None, bool, int, float and str as themselves, the rest tagged."""
     kind = type(value)
-    if value is None or kind in (bool, int, float, str):
+    if kind in _PLAIN:
         return value
     if kind is tuple or kind is list:
         return {kind.__name__: [encode(v) for v in value]}
@@ -100,9 +103,6 @@ def decode(data: Any) -> Any:
             raise ValueError(f"{body.replace(':', '.')} is a {kind}: a record names classes and functions")
         return obj
     raise ValueError(f"unknown tag {tag!r}")
-
-
-_PLAIN = frozenset((str, int, float, bool, type(None)))  # dict keys a record holds as themselves
 
 
 def encoded_keys(keys: Any) -> list[Any]:
