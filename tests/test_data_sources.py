@@ -167,7 +167,7 @@ def test_num_epochs_none_repeats_for_ever(tmp_path: Path) -> None:
     assert seen == list(range(16)) * 5
 
 
-def test_the_first_chunk_is_read_alone_and_never_more_than_readers_at_once(tmp_path: Path) -> None:
+def test_never_more_than_readers_read_at_once_nor_2x_readers_asked_ahead(tmp_path: Path) -> None:
     folder = write_spark_folder(tmp_path, rows=96, group=8)  # 12 row groups
     source = data.parquet(folder, columns=["index"], readers=4)
     read, lock = source._read, threading.Lock()
@@ -188,7 +188,7 @@ def test_the_first_chunk_is_read_alone_and_never_more_than_readers_at_once(tmp_p
     source._read = counted  # type: ignore[method-assign]
     chunks = source.chunks()
     first = next(chunks)
-    assert started[0] == 1  # the first chunk was read alone
+    assert started[0] <= 8  # 2 * readers asked for from the start
     rest = []
     for k, chunk in enumerate(chunks, start=2):
         assert started[0] <= k + 7  # at most 2 * readers row groups asked for beyond those taken

@@ -125,7 +125,7 @@ class ParquetSource(PlannedSource):
         where = f"{rel} row group {group}"
         handle = _pyarrow_parquet().ParquetFile(path)
         try:
-            table = handle.read_row_group(group, columns=self.read_columns)
+            table = handle.read_row_group(group, columns=self.read_columns, use_threads=False)
         finally:
             handle.close()
         arrays = columns_to_numpy(table, self.read_columns, self.pads, self.shapes, where)
@@ -136,18 +136,18 @@ class ParquetSource(PlannedSource):
 
     def chunks(self) -> Iterator[Chunk]:
         units = self.plan.units(self.position)
-        # The first row group is read alone (reads share the cores, and scale far below them in a
-        # sandbox such as the TPU machine's), so the first chunk comes soonest; from then on
-        # ``2 * readers`` are asked for: ``readers`` read at once while read chunks wait for the
-        # caller, so a read that runs late hides behind them. On the TPU machine (stop 52,
-        # 100,000 rows): the first batch in 0.1-0.25 s; 8 and 13 readers 86k and 82k rows/s,
-        # where growing the window 1, 2, 4... gave 53k and 45k.
-        window = 1
+        # ``2 * readers`` row groups are asked for at once: ``readers`` read while read chunks
+        # wait for the caller, so a read that runs late hides behind them. Each read decodes in
+        # its own thread (``use_threads=False``): reads given to pyarrow's shared pool queued
+        # their columns behind each other's, so the first chunk waited for all (0.6-1.0 s with
+        # 8-12 readers on the TPU machine) and reads scaled to half the cores. Stop 54, that
+        # machine, 100,000 rows: 4, 8 and 13 readers 112k, 135k and 135k rows/s (were 50k, 70k
+        # and 80k in the same run), the first batch in 0.19-0.39 s.
         with ThreadPoolExecutor(self.readers, thread_name_prefix="treekit-parquet") as pool:
             ahead: list[Future[Chunk]] = []
             try:
                 while True:
-                    while len(ahead) < window:
+                    while len(ahead) < 2 * self.readers:
                         nxt = next(units, None)
                         if nxt is None:
                             break
@@ -156,7 +156,6 @@ class ParquetSource(PlannedSource):
                         return
                     chunk = ahead.pop(0).result()
                     self.read_from(chunk.state)
-                    window = 2 * self.readers
                     yield chunk
             finally:
                 for future in ahead:
@@ -201,9 +200,9 @@ def parquet(
         reshape: ``{column: shape}``: a column of lists (one flat image a row), or of raw bytes
             (Spark's ``binary``, as uint8), as arrays of that shape, after one check that every
             row has that many values.
-        readers: Row groups read at once, in threads (pyarrow reads without the GIL); as
-            many more, read, may wait for the caller (at most ``2 * readers`` row groups
-            held). The first row group is read alone, for the soonest first batch.
+        readers: Row groups read at once, each in a thread of its own (pyarrow reads
+            without the GIL); as many more, read, may wait for the caller (at most
+            ``2 * readers`` row groups held).
 
     Returns:
         The source: iterate it for its chunks, or give it to :func:`treekit.data.batches`.
