@@ -351,3 +351,140 @@ def test_a_jax_only_node_keeps_at_most_512_converted_key_entries() -> None:
     sizes = [len(made) for _, made in entry.flatten.key_kinds.values() if made]  # the entries made, by kind
     assert sizes == [512]
     assert pairs[1999][0] == (treekit.DictKey("k1999"),)
+
+
+# -- rebuilt without calling the class: only where its __init__ is the one dataclasses wrote --
+
+
+class Logged:
+    """A non-frozen dataclass base whose __setattr__ logs each store, in order."""
+
+    log: list[str]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        type(self).log.append(name)
+        object.__setattr__(self, name, value)
+
+
+@dataclasses.dataclass
+class LoggedFields(Logged):
+    b: Any
+    a: Any = 0
+    c: Any = dataclasses.field(default_factory=list, kw_only=True)
+    d: Any = 1
+
+
+class Counted(type):
+    calls = 0
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        Counted.calls += 1
+        return super().__call__(*args, **kwargs)
+
+
+@dataclasses.dataclass
+class CalledByItsMetaclass(metaclass=Counted):
+    a: Any
+
+
+@dataclasses.dataclass
+class OwnNew:
+    a: Any
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        made = super().__new__(cls)
+        made.tag = "new"  # type: ignore[attr-defined]
+        return made
+
+
+@dataclasses.dataclass
+class Doubling:
+    a: Any
+
+    def __init__(self, a: Any) -> None:
+        self.a = 2 * a
+
+
+@dataclasses.dataclass
+class Posted:
+    a: Any
+
+    def __post_init__(self) -> None:
+        self.a = f"posted {self.a}"
+
+
+@dataclasses.dataclass
+class WithInitVar:
+    a: Any
+    scale: dataclasses.InitVar[int] = 1
+
+
+DIRECT = [Plain, Frozen, Slotted, FrozenSlotted, LoggedFields]
+CALLED = [CalledByItsMetaclass, OwnNew, Doubling, Posted, WithInitVar]
+
+
+def _state(x: Any) -> list[tuple[str, Any]]:
+    """An instance's stored attributes, in the order they were stored."""
+    if hasattr(x, "__dict__"):
+        return list(vars(x).items())
+    return [(name, getattr(x, name)) for name in type(x).__slots__]
+
+
+@pytest.mark.parametrize("cls", DIRECT + CALLED, ids=lambda c: c.__name__)
+def test_a_rebuilt_dataclass_is_what_calling_the_class_makes(cls: type) -> None:
+    """On both cores: the same type, attributes stored in the same order (one __setattr__
+    each), __new__, __post_init__ and a metaclass's __call__ run as calling the class runs them."""
+    registered = cls not in TYPES
+    if registered:
+        treekit.register_dataclass(cls)
+    try:
+        fields = [f for f in dataclasses.fields(cls) if f.init]
+        meta = {f.name for f in fields if f.metadata.get("static", False)}
+        treedef = treekit.tree_structure([cls(**{f.name: f"old {f.name}" for f in fields})])
+        new = {f.name: f"old {f.name}" if f.name in meta else f"new {f.name}" for f in fields}
+        leaves = [new[f.name] for f in fields if f.name not in meta]
+        for build in (treedef.unflatten, lambda leaves: interpret(treedef._nodes, leaves)):
+            Logged.log, Counted.calls = [], 0
+            got = build(leaves)[0]
+            log, calls = Logged.log, Counted.calls
+            Logged.log, Counted.calls = [], 0
+            want = cls(**new)
+            assert type(got) is cls
+            assert _state(got) == _state(want)
+            assert (log, calls) == (Logged.log, Counted.calls)
+    finally:
+        if registered:
+            remove_type(cls)
+
+
+def test_only_an_init_dataclasses_wrote_is_skipped() -> None:
+    from treekit.core._register import _stores
+
+    for cls in DIRECT:
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        assert _stores(cls, names)[:2] == (tuple(range(len(names))), cls.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+    for cls in CALLED:
+        assert _stores(cls, tuple(f.name for f in dataclasses.fields(cls))) == (), cls
+    assert _stores(Plain, ("w", "b")) == ()  # (a field left out: __init__ gives it its default)
+    assert _stores(Validated, ("value",)) == ()  # (an init=False field: __init__ stores it too)
+
+
+@native_only
+def test_an_init_replaced_after_registering_is_called() -> None:
+    @dataclasses.dataclass
+    class Later:
+        a: Any
+
+    treekit.register_dataclass(Later)
+    try:
+        treedef = treekit.tree_structure(Later(1))
+        assert treedef.unflatten([2]) == Later(2)
+        written = Later.__init__
+
+        def doubled(self: Any, a: Any) -> None:
+            written(self, 2 * a)
+
+        Later.__init__ = doubled  # type: ignore[method-assign]
+        assert treedef.unflatten([2]).a == 4
+    finally:
+        remove_type(Later)

@@ -199,27 +199,58 @@ static tk_status make_dict(PyObject *keys, PyObject **kids, Py_ssize_t n, LastKe
 /* The user's unflatten function behind the last custom entry met in this build (the entry
  * and that function owned; `func` NULL: the entry has none, see _register.tuple_children),
  * or a dataclass entry's `dataclass_init` (owned or NULL, checked: (class, the keyword names,
- * exact str, meta names first, the number of meta names); see _register.dataclass_entry). */
+ * exact str, meta names first, the number of meta names[, positions, frozen, __init__]); see
+ * _register.dataclass_entry and _register._stores), and whether its fields may be stored
+ * without calling the class (`direct`: the class's __init__ is still the one checked there,
+ * its __new__ object's and its metaclass's call type's). */
 typedef struct {
     PyObject *ntype;
     PyObject *func;
     PyObject *init;
+    int direct;
 } UserUnflatten;
 
 /* `init` if it is a dataclass entry's `dataclass_init` as _register.dataclass_entry makes it. */
 static int dataclass_init(PyObject *init) {
-    if (init == NULL || !PyTuple_CheckExact(init) || PyTuple_GET_SIZE(init) != 3) return 0;
+    if (init == NULL || !PyTuple_CheckExact(init) || (PyTuple_GET_SIZE(init) != 3 && PyTuple_GET_SIZE(init) != 6))
+        return 0;
     PyObject *names = PyTuple_GET_ITEM(init, 1), *n_meta = PyTuple_GET_ITEM(init, 2);
     if (!PyCallable_Check(PyTuple_GET_ITEM(init, 0)) || !PyTuple_CheckExact(names) || !PyLong_CheckExact(n_meta))
         return 0;
-    Py_ssize_t m = PyLong_AsSsize_t(n_meta);
-    if (m < 0 || m > PyTuple_GET_SIZE(names)) {
+    Py_ssize_t m = PyLong_AsSsize_t(n_meta), all = PyTuple_GET_SIZE(names);
+    if (m < 0 || m > all) {
         PyErr_Clear();
         return 0;
     }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++)
+    for (Py_ssize_t i = 0; i < all; i++)
         if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(names, i))) return 0;
+    if (PyTuple_GET_SIZE(init) == 3) return 1;
+    PyObject *at = PyTuple_GET_ITEM(init, 3);
+    if (!PyTuple_CheckExact(at) || PyTuple_GET_SIZE(at) != all || !PyBool_Check(PyTuple_GET_ITEM(init, 4))) return 0;
+    for (Py_ssize_t i = 0; i < all; i++) {
+        PyObject *k = PyTuple_GET_ITEM(at, i);
+        Py_ssize_t j = PyLong_CheckExact(k) ? PyLong_AsSsize_t(k) : -1;
+        if (j < 0 || j >= all) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
     return 1;
+}
+
+/* Whether a checked 6-item `init` may still store its class's fields directly: the class's
+ * __init__ is the function _register._stores compared, its __new__ object's, its metaclass's
+ * call type's (each may have changed since it was registered). */
+static int direct_stores(PyObject *init) {
+    PyObject *cls = PyTuple_GET_ITEM(init, 0);
+    if (PyTuple_GET_SIZE(init) != 6 || !PyType_Check(cls)) return 0;
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    if (tp->tp_new != PyBaseObject_Type.tp_new || Py_TYPE(cls)->tp_call != PyType_Type.tp_call) return 0;
+    PyObject *now = PyObject_GetAttr(cls, tk_state.s_init);
+    int same = now == PyTuple_GET_ITEM(init, 5);
+    Py_XDECREF(now);
+    PyErr_Clear();
+    return same;
 }
 
 /* The user's function of entry `ntype`, or NULL (no exception) if it has none.
@@ -228,6 +259,7 @@ static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
     if (u->ntype == ntype) return u->func;
     Py_CLEAR(u->func);
     Py_CLEAR(u->init);
+    u->direct = 0;
     Py_INCREF(ntype);
     Py_XSETREF_COMPAT(u->ntype, ntype);
     PyObject *fn = PyObject_GetAttr(ntype, tk_state.s_unflatten);
@@ -242,6 +274,7 @@ static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
         if (dataclass_init(init)) {
             Py_INCREF(init);
             u->init = init;
+            u->direct = direct_stores(init);
         }
         Py_XDECREF(attrs);
     }
@@ -250,12 +283,30 @@ static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
     return u->func;
 }
 
+/* A new instance of init's class with its fields stored as its __init__ stores them: in
+ * init's positions' order, with object.__setattr__ (frozen) or setattr. Return value: New
+ * reference; NULL with an exception. */
+static PyObject *store_fields(PyObject *init, PyObject **args) {
+    PyTypeObject *tp = (PyTypeObject *)PyTuple_GET_ITEM(init, 0);
+    PyObject *names = PyTuple_GET_ITEM(init, 1), *at = PyTuple_GET_ITEM(init, 3);
+    int frozen = PyTuple_GET_ITEM(init, 4) == Py_True;
+    PyObject *made = tp->tp_new(tp, tk_state.empty_tuple, NULL);
+    for (Py_ssize_t i = 0; made != NULL && i < PyTuple_GET_SIZE(at); i++) {
+        Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GET_ITEM(at, i));
+        PyObject *name = PyTuple_GET_ITEM(names, j);
+        if ((frozen ? PyObject_GenericSetAttr(made, name, args[j]) : PyObject_SetAttr(made, name, args[j])) < 0)
+            Py_CLEAR(made);
+    }
+    return made;
+}
+
 /* A dataclass node: cls(**{meta name: node data item, ..., data name: child, ...}) as one call
- * with keywords, where node data is a tuple of one item per meta name and there is one child
- * per data name (else NULL, no exception: unflatten_node calls the entry's function, whose
- * zip() keeps the shorter). Takes a reference to init. Return value: New reference; NULL. */
-static PyObject *make_dataclass(PyObject *init, PyObject *ntype, PyObject *data, PyObject **kids, Py_ssize_t n,
-                                int *called) {
+ * with keywords, or its fields stored directly where that is what the call does (`direct`),
+ * where node data is a tuple of one item per meta name and there is one child per data name
+ * (else NULL, no exception: unflatten_node calls the entry's function, whose zip() keeps the
+ * shorter). Takes a reference to init. Return value: New reference; NULL. */
+static PyObject *make_dataclass(PyObject *init, int direct, PyObject *ntype, PyObject *data, PyObject **kids,
+                                Py_ssize_t n, int *called) {
     PyObject *cls = PyTuple_GET_ITEM(init, 0), *names = PyTuple_GET_ITEM(init, 1), *made = NULL;
     Py_ssize_t m = PyLong_AsSsize_t(PyTuple_GET_ITEM(init, 2)), all = PyTuple_GET_SIZE(names);
     *called = PyTuple_CheckExact(data) && PyTuple_GET_SIZE(data) == m && n == all - m;
@@ -267,7 +318,7 @@ static PyObject *make_dataclass(PyObject *init, PyObject *ntype, PyObject *data,
             Py_INCREF(data); /* (the record's reference: a records list user code changes) */
             for (Py_ssize_t i = 0; i < m; i++) args[i] = PyTuple_GET_ITEM(data, i);
             for (Py_ssize_t i = 0; i < n; i++) args[m + i] = kids[i];
-            made = PyObject_Vectorcall(cls, args, 0, names);
+            made = direct ? store_fields(init, args) : PyObject_Vectorcall(cls, args, 0, names);
             if (made == NULL && PyErr_ExceptionMatches(PyExc_Exception)) tk_unflatten_failed(ntype, data, n);
             Py_DECREF(data);
             if (args != small) PyMem_Free(args);
@@ -286,7 +337,7 @@ static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, 
     if (func == NULL && u->init != NULL) {
         int called;
         Py_INCREF(u->init); /* the call may end this build's hold on it */
-        made = make_dataclass(u->init, ntype, data, kids, n, &called);
+        made = make_dataclass(u->init, u->direct, ntype, data, kids, n, &called);
         if (called) return made;
     }
     if (func != NULL) {
@@ -405,7 +456,7 @@ tk_status tk_build(PyObject *nodes, PyObject *leaves, PyObject **out) {
         PyErr_Clear();
         return TK_DEFER;
     }
-    Build b = {nodes, leaves, NULL, 0, 0, 0, {NULL, NULL, NULL}};
+    Build b = {nodes, leaves, NULL, 0, 0, 0, {NULL, NULL, NULL, 0}};
     memset(b.last, 0, sizeof(b.last));
     b.stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)(count ? count : 1));
     if (b.stack == NULL) {

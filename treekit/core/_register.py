@@ -368,8 +368,49 @@ def dataclass_entry(nodetype: type, data: tuple[str, ...], meta: tuple[str, ...]
     names = meta + data
     if all(type(n) is str for n in names) and len(set(names)) == len(names):
         flatten.dataclass_fields = (data, meta, tuple(keys))  # type: ignore[attr-defined]
-        unflatten.dataclass_init = (nodetype, names, len(meta))  # type: ignore[attr-defined]
+        unflatten.dataclass_init = (nodetype, names, len(meta), *_stores(nodetype, names))  # type: ignore[attr-defined]
     return NodeType(nodetype, flatten, unflatten, "dataclass")
+
+
+def _stores(nodetype: type, names: tuple[str, ...]) -> tuple[Any, ...]:
+    """How the native core may rebuild ``nodetype`` without calling it: ``(positions, frozen,
+    init)`` where ``nodetype(**fields)`` runs only an ``__init__`` that does what the one
+    dataclasses writes for these fields does (its code the same as that of a class
+    ``make_dataclass`` makes now, so no ``__post_init__`` call, ``InitVar`` or ``init=False``
+    field, and no hand-written ``__init__`` that does anything else), with object's
+    ``__new__`` and type's call, each of ``names`` a field: the positions in ``names`` of the
+    fields in the order ``__init__`` stores them, whether it stores them with
+    ``object.__setattr__`` (frozen), and ``init`` (the native core checks it is still the
+    class's). ``()`` otherwise: the class is called."""
+    if not dataclasses.is_dataclass(nodetype) or nodetype.__new__ is not object.__new__:
+        return ()
+    if type(nodetype).__call__ is not type.__call__:  # (a metaclass of its own calls it)
+        return ()
+    owner = next(c for c in nodetype.__mro__ if "__init__" in c.__dict__)
+    init, params = owner.__dict__["__init__"], owner.__dict__.get("__dataclass_params__")
+    fields = dataclasses.fields(nodetype)
+    if params is None or sorted(f.name for f in fields) != sorted(names) or not all(f.init for f in fields):
+        return ()
+    like = dataclasses.make_dataclass(
+        nodetype.__name__,
+        [(f.name, Any, _like(f)) for f in fields],
+        frozen=bool(params.frozen),
+    )
+    code, written = getattr(init, "__code__", None), like.__init__.__code__  # type: ignore[misc]
+    parts = ("co_code", "co_consts", "co_names", "co_varnames", "co_freevars", "co_argcount", "co_kwonlyargcount")
+    if code is None or any(getattr(code, part) != getattr(written, part) for part in parts):
+        return ()
+    return tuple(names.index(f.name) for f in fields), bool(params.frozen), init
+
+
+def _like(f: dataclasses.Field[Any]) -> Any:
+    """A field that makes ``__init__`` take and store ``f`` as it does (a default, a factory
+    or neither; keyword-only or not): the values themselves are not in that code."""
+    if f.default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=int, kw_only=f.kw_only)
+    if f.default is not dataclasses.MISSING:
+        return dataclasses.field(default=None, kw_only=f.kw_only)
+    return dataclasses.field(kw_only=f.kw_only)
 
 
 def static(**kwargs: Any) -> Any:
