@@ -133,6 +133,24 @@ def test_reshape_checks_every_rows_length_at_once(tmp_path: Path) -> None:
         list(data.parquet(tmp_path, reshape={"im": (2, 2)}))
 
 
+def test_a_table_in_several_chunks_reads_as_in_one() -> None:
+    from treekit.data._arrow import columns_to_numpy
+
+    whole = pa.table({
+        "tokens": pa.array([[1, 2, 3], [4], [], [5, 6]], pa.list_(pa.int64())),
+        "im": pa.array([[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]], pa.list_(pa.uint8())),
+        "label": pa.array([7, 8, 9, 10], pa.int8()),
+    })
+    parts = pa.Table.from_batches([*whole.slice(0, 1).to_batches(), *whole.slice(1).to_batches()])
+    assert parts.column("im").num_chunks == 2 and whole.column("im").num_chunks == 1
+    args = (["tokens", "im", "label"], {"tokens": 2}, {"im": (2, 2)}, "a table")
+    one, several = columns_to_numpy(whole, *args), columns_to_numpy(parts, *args)
+    assert one.keys() == several.keys() == {"tokens", "tokens_len", "im", "label"}
+    for name in one:
+        assert one[name].dtype == several[name].dtype and one[name].tolist() == several[name].tolist()
+    assert several["tokens"].tolist() == [[1, 2], [4, 0], [0, 0], [5, 6]] and several["im"].shape == (4, 2, 2)
+
+
 def test_nothing_is_unpickled_and_hidden_files_are_not_read(tmp_path: Path) -> None:
     folder = write_spark_folder(tmp_path)
     (folder / "_metadata").write_bytes(b"\x80\x04 a pickle")  # would fail to read, were it read
