@@ -373,15 +373,14 @@ def dataclass_entry(nodetype: type, data: tuple[str, ...], meta: tuple[str, ...]
 
 
 def _stores(nodetype: type, names: tuple[str, ...]) -> tuple[Any, ...]:
-    """How the native core may rebuild ``nodetype`` without calling it: ``(positions, frozen,
-    init)`` where ``nodetype(**fields)`` runs only an ``__init__`` that does what the one
-    dataclasses writes for these fields does (its code the same as that of a class
-    ``make_dataclass`` makes now, so no ``__post_init__`` call, ``InitVar`` or ``init=False``
-    field, and no hand-written ``__init__`` that does anything else), with object's
-    ``__new__`` and type's call, each of ``names`` a field: the positions in ``names`` of the
-    fields in the order ``__init__`` stores them, whether it stores them with
-    ``object.__setattr__`` (frozen), and ``init`` (the native core checks it is still the
-    class's). ``()`` otherwise: the class is called."""
+    """``(positions, frozen, init)`` where the native core may rebuild ``nodetype`` by storing
+    its fields rather than calling ``nodetype(**fields)``: each of ``names`` is a field; the
+    class's ``__init__`` has the code ``make_dataclass`` writes for such fields now (so it calls
+    no ``__post_init__``, takes no ``InitVar``, sets no ``init=False`` field and was not written
+    to do more); its ``__new__`` is object's and its metaclass calls it as type does. Then
+    ``positions`` are the fields' places in ``names`` in the order ``__init__`` stores them,
+    ``frozen`` says it stores them with ``object.__setattr__``, and ``init`` is that
+    ``__init__`` (the native core checks it is still the class's). ``()`` otherwise."""
     if not dataclasses.is_dataclass(nodetype) or nodetype.__new__ is not object.__new__:
         return ()
     if type(nodetype).__call__ is not type.__call__:  # (a metaclass of its own calls it)
@@ -391,11 +390,10 @@ def _stores(nodetype: type, names: tuple[str, ...]) -> tuple[Any, ...]:
     fields = dataclasses.fields(nodetype)
     if params is None or sorted(f.name for f in fields) != sorted(names) or not all(f.init for f in fields):
         return ()
-    like = dataclasses.make_dataclass(
-        nodetype.__name__,
-        [(f.name, Any, _like(f)) for f in fields],
-        frozen=bool(params.frozen),
-    )
+    try:
+        like = dataclasses.make_dataclass("like", [(f.name, Any, _like(f)) for f in fields], frozen=bool(params.frozen))
+    except (TypeError, ValueError):  # (a field name make_dataclass refuses)
+        return ()
     code, written = getattr(init, "__code__", None), like.__init__.__code__  # type: ignore[misc]
     parts = ("co_code", "co_consts", "co_names", "co_varnames", "co_freevars", "co_argcount", "co_kwonlyargcount")
     if code is None or any(getattr(code, part) != getattr(written, part) for part in parts):
