@@ -86,3 +86,96 @@ def test_a_save_removes_what_killed_saves_of_that_path_left_and_nothing_else(tmp
     treekit.save(target, {"w": np.arange(3)})
     assert sorted(n for n in os.listdir(tmp_path) if n.endswith(".tmp")) == sorted(others)
     assert treekit.load(target)["w"].tolist() == [0, 1, 2]
+
+
+# -- large files: written from a thread through reused buffers (_staged) -------------------------
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from treekit.checkpoint import _safetensors, _staged  # noqa: E402
+
+
+@given(st.lists(st.binary(max_size=40), max_size=12), st.integers(1, 16))
+def test_staged_writes_reach_the_file_whole_and_in_order(chunks: list[bytes], piece: int) -> None:
+    import io
+
+    f = io.BytesIO()
+    with _staged.Staged(f, piece=piece) as out:
+        for chunk in chunks:
+            assert out.write(np.frombuffer(chunk, np.uint8)) == len(chunk)
+    assert f.getvalue() == b"".join(chunks)
+
+
+class FailingFile:
+    """A file whose second write raises, as a full disk would."""
+
+    def __init__(self, f: object) -> None:
+        self.f, self.writes = f, 0
+
+    def write(self, data: object) -> int:
+        self.writes += 1
+        if self.writes == 2:
+            raise OSError("disk full")
+        return self.f.write(data)  # type: ignore[attr-defined,no-any-return]
+
+
+def test_a_staged_write_error_reaches_the_caller_and_nothing_waits_forever() -> None:
+    import io
+
+    failing = FailingFile(io.BytesIO())
+    with pytest.raises(OSError, match="disk full"):
+        with _staged.Staged(failing, piece=4) as out:  # type: ignore[arg-type]
+            for _ in range(100):  # (more pieces than buffers: the writer keeps freeing them)
+                out.write(b"abcd")
+
+
+def test_a_staged_write_refuses_a_strided_array_before_copying_any_of_it() -> None:
+    import io
+
+    f = io.BytesIO()
+    with _staged.Staged(f, piece=4) as out:
+        with pytest.raises(TypeError):
+            out.write(np.arange(10, dtype=np.uint8)[::2])
+        out.write(b"ok")
+    assert f.getvalue() == b"ok"
+
+
+def large_tree() -> dict[str, object]:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    jnp = pytest.importorskip("jax.numpy")
+    return {
+        "w": np.arange(24.0, dtype=np.float32).reshape(4, 6).T,  # (not C-contiguous)
+        "b": jnp.arange(7, dtype=jnp.float32),
+        "h": np.ones(5, ml_dtypes.bfloat16),
+        "s": np.float64(2.5),
+        "flags": np.array([True, False]),
+        "step": 3,
+    }
+
+
+def test_a_file_written_through_the_buffers_is_the_same_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = large_tree()
+    treekit.save(tmp_path / "direct.safetensors", tree)
+    monkeypatch.setattr(_safetensors, "_STAGED", 0)  # (every file through them, not only large ones)
+    monkeypatch.setattr(_staged, "PIECE", 16)  # (pieces smaller than the arrays)
+    treekit.save(tmp_path / "staged.safetensors", tree)
+    assert (tmp_path / "staged.safetensors").read_bytes() == (tmp_path / "direct.safetensors").read_bytes()
+
+
+def test_a_staged_save_failing_midway_leaves_the_old_file_and_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = tmp_path / "ckpt.safetensors"
+    treekit.save(name, {"step": 1})
+    before = name.read_bytes()
+
+    class Failing(_staged.Staged):
+        def __init__(self, f: object) -> None:
+            super().__init__(FailingFile(f), piece=16)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_safetensors, "_STAGED", 0)
+    monkeypatch.setattr(_safetensors, "Staged", Failing)
+    with pytest.raises(OSError, match="disk full"):
+        treekit.save(name, {"w": np.ones(1000), "step": 2})
+    assert name.read_bytes() == before
+    assert os.listdir(tmp_path) == ["ckpt.safetensors"]

@@ -14,6 +14,7 @@ imported only when needed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import mmap as mapping
@@ -27,6 +28,7 @@ from treekit.checkpoint._codes import CODES, code_of, dtype_of
 from treekit.checkpoint._header import MAX_HEADER, Header, Tensor, parse, short
 from treekit.checkpoint._progress import Progress
 from treekit.checkpoint._shards import pieces, save_together, write_pieces
+from treekit.checkpoint._staged import Staged, Writes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["Header", "Tensor", "code_of", "dtype_name_of", "dtype_of", "read", "read_header", "read_tensor", "write"]
 
 _CHUNK = 1 << 24  # bytes per write() call, and per copied slab of a non-contiguous array
+_STAGED = 1 << 26  # bytes of arrays from which a file is written through _staged's buffers
 _SMALL = 1 << 20  # bytes: tensors in a run under this are read in one call, then copied out
 
 
@@ -128,18 +131,20 @@ def write(
     copies = [[d for _, d in parts] if parts is not None else [a] if hasattr(a, "copy_to_host_async") else []
               for (_, a, *_), parts in zip(entries, parts_of)]  # fmt: skip
     ahead = Ahead(copies, [e[5] for e in entries]) if any(copies) else None
-    with atomic_file(path) as f, Progress(f"save {os.path.basename(os.fspath(path))}", offset) as progress:
-        f.write(head)
-        for k, ((name, array, dtype, shape, _, size), parts) in enumerate(zip(entries, parts_of)):
-            if ahead is not None:
-                ahead.reach(k)  # (the next arrays' device-to-host copies run while this one is written)
-            if type(array) is ndarray and size <= _CHUNK and _write_whole(f, array):
-                pass  # (most arrays: one write; their dtype and shape are their own, nothing to check)
-            elif parts is None:
-                _write_array(f, name, array, dtype, shape)
-            else:  # a sharded jax array: each shard into its place, none gathered
-                write_pieces(f, parts, dtype, shape)
-            progress.advance(size)
+    staged = offset >= _STAGED and all(parts is None for parts in parts_of)  # (see _staged: written from a thread)
+    with atomic_file(path) as file, Progress(f"save {os.path.basename(os.fspath(path))}", offset) as progress:
+        with Staged(file) if staged else contextlib.nullcontext(file) as f:
+            f.write(head)
+            for k, ((name, array, dtype, shape, _, size), parts) in enumerate(zip(entries, parts_of)):
+                if ahead is not None:
+                    ahead.reach(k)  # (the next arrays' device-to-host copies run while this one is written)
+                if type(array) is ndarray and size <= _CHUNK and _write_whole(f, array):
+                    pass  # (most arrays: one write; their dtype and shape are their own, nothing to check)
+                elif parts is None:
+                    _write_array(f, name, array, dtype, shape)
+                else:  # a sharded jax array: each shard into its place, none gathered
+                    write_pieces(file, parts, dtype, shape)  # (never staged: see `staged`)
+                progress.advance(size)
 
 
 def _quote(name: str) -> str:
@@ -148,17 +153,17 @@ def _quote(name: str) -> str:
     return f'"{name}"' if plain else json.dumps(name, ensure_ascii=False)
 
 
-def _write_whole(f: IO[bytes], a: np.ndarray[Any, Any]) -> bool:
+def _write_whole(f: Writes, a: np.ndarray[Any, Any]) -> bool:
     """Write ``a``'s buffer in one call; ``False``, writing nothing, if it is not C-contiguous
     or its dtype is one numpy exports no buffer for."""
     try:
-        f.write(a)  # type: ignore[call-overload]
+        f.write(a)
     except (TypeError, ValueError, BufferError):
         return False
     return True
 
 
-def _write_array(f: IO[bytes], name: str, array: Any, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
+def _write_array(f: Writes, name: str, array: Any, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
     import numpy as np
 
     if getattr(array, "is_fully_addressable", True) is False:  # (replicated over processes: any copy)
