@@ -21,6 +21,10 @@ the leaves it returns (or the leaves of the tree it builds) must be the very obj
 returns, in jax's order. A library that is not installed, lacks the operation (``n/a``),
 or disagrees is left out of the row and the table says why.
 
+The model libraries (equinox, flax) are imported before treekit, as sorted imports put them,
+so their classes were registered with JAX before treekit saw JAX (``--treekit-first`` for the
+other order).
+
 The standard trees insert dict keys in their natural order, as real parameter trees do
 (`weights`/`biases`, flax's `kernel`/`bias`, haiku's `w`/`b`); `mlp-1000-sorted` is mlp-1000
 with its keys inserted sorted. Libraries that keep insertion order (torch) return the same
@@ -1022,6 +1026,17 @@ def _counter_leaves(tree: Any) -> list[Any]:
     return out
 
 
+def import_model_libraries() -> None:
+    """Import the model libraries (those installed) before treekit, as a script whose imports
+    are sorted does (``equinox``, ``flax``, ``jax``, ..., ``treekit``): their classes are then
+    registered with JAX before treekit sees JAX."""
+    for name in ("jax", "equinox", "flax.linen", "flax.nnx", "flax.struct"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="tiny trees, 3 rounds, short batches (a smoke run)")
@@ -1039,8 +1054,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="CALLS",
         help=f"instead of timing, count instructions per call over CALLS calls under valgrind ({', '.join(COUNTABLE)})",
     )
+    parser.add_argument(
+        "--treekit-first",
+        action="store_true",
+        help="import treekit before the model libraries (default: after, as sorted imports put it)",
+    )
     parser.add_argument("--count-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if not args.treekit_first:
+        import_model_libraries()
     if args.count_child:
         lib_name, tree_name, op, calls = args.count_child.split(",")
         count_calls(lib_name, tree_name, op, int(calls), args.quick)
@@ -1064,6 +1086,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or (3 if args.quick else 9)
     target = args.target or (0.001 if args.quick else 0.005)
     passed = ["--rounds", str(rounds), "--target", str(target), "--clock", args.clock]
+    passed += ["--treekit-first"] * args.treekit_first
     passed += (
         ["--quick"] * args.quick + ["--trees", args.trees] * bool(args.trees) + ["--ops", args.ops] * bool(args.ops)
     )

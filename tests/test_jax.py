@@ -526,3 +526,45 @@ def test_jax_registrations_are_watched_in_every_import_order() -> None:
     expected = ["True", "[1]", "[1,", "2]", "[1]"]
     assert _run(code).split() == expected  # treekit, then jax imported (through the import hook)
     assert _run("import jax\n" + code).split() == expected  # jax imported first
+
+
+KNOWN_BEFORE = textwrap.dedent("""
+    import dataclasses, sys
+    import jax, jax.tree_util as jtu
+    class Keyed:
+        def __init__(self, a, b): self.a, self.b = a, b
+    jtu.register_pytree_with_keys(
+        Keyed, lambda k: (((jtu.GetAttrKey('a'), k.a), (jtu.DictKey('b'), k.b)), 'meta'),
+        lambda meta, c: Keyed(*c))
+    class Plain:
+        def __init__(self, items): self.items = items
+    jtu.register_pytree_node(Plain, lambda p: (p.items, len(p.items)), lambda n, c: Plain(list(c)))
+    @dataclasses.dataclass
+    class Data:
+        x: object
+        tag: str = 't'
+    jtu.register_dataclass(Data, data_fields=['x'], meta_fields=['tag'])
+    if FALLBACK:  # a jax without the registry treekit reads (not a dict): JAX asked one node at a time
+        import collections
+        module = sys.modules['jax._src.tree_util']
+        module._registry = collections.UserDict(module._registry)
+    import treekit as tk
+    from treekit.core import _jax
+    tree = {'k': Keyed([1, Plain([2, 3])], Data(4, 'u')), 'p': Plain([Keyed(5, 6)])}
+    leaves, treedef = tk.tree_flatten(tree)
+    paths = [tk.keystr(p) for p, _ in tk.tree_leaves_with_path(tree)]
+    assert paths == [jtu.keystr(p) for p, _ in jtu.tree_leaves_with_path(tree)], paths
+    assert leaves == jtu.tree_leaves(tree) and str(treedef) == str(jtu.tree_structure(tree))
+    again = treedef.unflatten([x * 10 for x in leaves])
+    assert jtu.tree_leaves(again) == [x * 10 for x in leaves]
+    assert type(again['k'].b) is Data and again['k'].b.tag == 'u' and type(again['p']) is Plain
+    print(sorted(e.flatten.keyed.__name__ for e in _jax._JAX_ONLY.values() if hasattr(e.flatten, 'keyed')))
+""")
+
+
+@pytest.mark.parametrize("fallback", [False, True], ids=["jax-registry", "one-node-at-a-time"])
+def test_a_class_jax_knew_before_treekit_is_walked_as_jax_walks_it(fallback: bool) -> None:
+    out = _run(f"FALLBACK = {fallback}\n" + KNOWN_BEFORE)
+    # with jax's kept registry, each class's key paths come from jax's one-level flatten
+    expected = ["['flatten_one_level_with_keys',", "'flatten_one_level_with_keys',", "'flatten_one_level_with_keys']"]
+    assert out.split() == (["[]"] if fallback else expected)

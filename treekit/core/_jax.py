@@ -15,8 +15,10 @@ It never imports jax itself: it waits until the user does.
   data and meta fields, and a ``register_pytree_node`` / ``register_pytree_with_keys`` class
   (equinox Modules, nnx State, FrozenDict) an entry calling the functions JAX was given, key
   entries converted to treekit's; node data is then what JAX's treedef shows. Registered
-  before: it is traversed through JAX's public API, one node at a time: its children and key
-  entries are the ones ``jax.tree_util`` gives, and its node data is JAX's one-level treedef.
+  before: the same, with the flatten and unflatten functions JAX keeps in
+  ``jax._src.tree_util._registry`` and JAX's ``flatten_one_level_with_keys`` (which calls the
+  class's ``flatten_with_keys``); where a jax lacks those, it is traversed through JAX's
+  public API one node at a time, its node data JAX's one-level treedef.
 * Registered with both: each library uses the registration made with it. A type registered
   with JAX before treekit keeps JAX's entry in JAX (treekit's mirror is skipped); one that
   treekit mirrored before JAX was told about it gets JAX's functions from then on, where JAX
@@ -373,7 +375,7 @@ def _from_jax(cls: type) -> NodeType | None:
         elif functions is not None:
             made = _jax_node_entry(cls, *functions)
         else:
-            made = _jax_entry(cls)
+            made = _known_before(cls) or _jax_entry(cls)
         ntype = _JAX_ONLY.setdefault(cls, made)
     return ntype
 
@@ -389,6 +391,22 @@ def jax_alone(cls: type) -> bool:
     if cls in _MIRRORED:  # (treekit's own registration, which it gave JAX too)
         return False
     return cls in _JAX_NODES or cls in _JAX_DATACLASSES or cls in _JAX_ONLY
+
+
+def _known_before(cls: type) -> NodeType | None:
+    """The entry of a class JAX was told about before treekit saw JAX: the flatten and unflatten
+    functions JAX keeps beside its registry (``jax._src.tree_util._registry``, private) and, for
+    key paths, JAX's ``flatten_one_level_with_keys`` (public; it calls the class's registered
+    ``flatten_with_keys``); ``None`` where this jax lacks either."""
+    import jax.tree_util as jtu
+
+    one_level_with_keys = getattr(jtu, "flatten_one_level_with_keys", None)
+    kept = getattr(sys.modules.get("jax._src.tree_util"), "_registry", None)
+    entry = kept.get(cls) if isinstance(kept, dict) else None
+    flatten, unflatten = getattr(entry, "to_iter", None), getattr(entry, "from_iter", None)
+    if one_level_with_keys is None or not callable(flatten) or not callable(unflatten):
+        return None
+    return _jax_node_entry(cls, flatten, unflatten, one_level_with_keys)
 
 
 def _jax_entry(cls: type) -> NodeType:
