@@ -396,11 +396,13 @@ def jax_alone(cls: type) -> bool:
 def _known_before(cls: type) -> NodeType | None:
     """The entry of a class JAX was told about before treekit saw JAX: the flatten and unflatten
     functions JAX keeps beside its registry (``jax._src.tree_util._registry``, private) and, for
-    key paths, JAX's ``flatten_one_level_with_keys`` (public; it calls the class's registered
-    ``flatten_with_keys``); ``None`` where this jax lacks either."""
+    key paths, JAX's registry's ``flatten_one_level_with_keys`` (what the public function of that
+    name calls; it calls the class's registered ``flatten_with_keys``); ``None`` where this jax
+    lacks either."""
     import jax.tree_util as jtu
 
-    one_level_with_keys = getattr(jtu, "flatten_one_level_with_keys", None)
+    # (the registry's own method, which jax.tree_util.flatten_one_level_with_keys calls)
+    one_level_with_keys = getattr(getattr(jtu, "default_registry", None), "flatten_one_level_with_keys", None)
     kept = getattr(sys.modules.get("jax._src.tree_util"), "_registry", None)
     entry = kept.get(cls) if isinstance(kept, dict) else None
     flatten, unflatten = getattr(entry, "to_iter", None), getattr(entry, "from_iter", None)
