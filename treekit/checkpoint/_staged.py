@@ -30,8 +30,8 @@ class Writes(Protocol):
 
 
 class Staged:
-    """A file-like ``write`` that copies ``data`` into reused buffers, each written by a thread once
-full, in order.
+    """A file-like ``write`` that copies ``data`` into reused buffers, each written by a thread
+    once full, in order.
 
     Use it as a context manager around the writes; leaving it waits for the thread and raises
     the first error a write met (an error also ends the copying at the next ``write``).
