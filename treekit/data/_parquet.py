@@ -139,10 +139,8 @@ class ParquetSource(PlannedSource):
         # ``2 * readers`` row groups are asked for at once: ``readers`` read while read chunks
         # wait for the caller, so a read that runs late hides behind them. Each read decodes in
         # its own thread (``use_threads=False``): reads given to pyarrow's shared pool queued
-        # their columns behind each other's, so the first chunk waited for all (0.6-1.0 s with
-        # 8-12 readers on the TPU machine) and reads scaled to half the cores. Stop 54, that
-        # machine, 100,000 rows: 4, 8 and 13 readers 112k, 135k and 135k rows/s (were 50k, 70k
-        # and 80k in the same run), the first batch in 0.19-0.39 s.
+        # their columns behind each other's, so the first chunk waited for all and reads
+        # scaled to half the cores (docs/performance.md, "Data in").
         with ThreadPoolExecutor(self.readers, thread_name_prefix="treekit-parquet") as pool:
             ahead: list[Future[Chunk]] = []
             try:
