@@ -15,8 +15,8 @@ WARNING_FLAGS = ["-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-Wno-m
 
 
 # The C files, the bottom layer first (src/native/state.h tells the layers), and the headers.
-LAYERS = "state cache node dict records errors walk guide build map pairs keystr entries header module".split()
-HEADERS = "state cache node records errors walk guide build map keystr entries header".split()
+LAYERS = "state cache known node dict records errors walk guide build map pairs keystr entries header module".split()
+HEADERS = "state cache known node records errors walk guide build map keystr entries header".split()
 
 
 class BuildExt(build_ext):

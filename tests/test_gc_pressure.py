@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import importlib.util
 import itertools
 import pickle
 import sys
@@ -383,7 +384,13 @@ KEYS = [sys.intern(f"k{i:02d}") for i in range(48)]  # shared key objects: the n
 SMALL, BIG = (1, 8), (9, 14)  # dict sizes: the native core keeps big dicts' key orders apart
 
 
-KINDS = tuple(range(14))  # node kinds (see World.node): 9-12 are the registered classes
+# classes registered with JAX through equinox's generated functions (test_known_functions), where jax is
+# installed: the native core reads their __dict__ itself
+GENERATED: tuple[type, ...] = ()
+if importlib.util.find_spec("jax") is not None:
+    from test_known_functions import KINDS as GENERATED
+    from test_known_functions import _node as generated_node
+KINDS = tuple(range(14 + bool(GENERATED)))  # node kinds (see World.node): 9-12 are the registered classes
 KINDS_AT = {site: (*KINDS, 9, 10, 11, 12, 9, 10, 11, 12) for site in ("data_eq", "flatten", "unflatten")}
 
 
@@ -456,6 +463,10 @@ class World:
         if kind in (11, 12):
             cls = (Keyed, KeyedF)[kind - 11]
             return cls(self.pick("a", "b"), [(treekit.GetAttrKey(f"c{i}"), c) for i, c in enumerate(kids)])
+        if kind == 14:  # w, size (static), b, act (static); a wrapper field and one more item drawn
+            w, b = [*kids, None, None][:2]
+            values = {"w": w, "size": self.pick(1, 2), "b": b, "act": "relu"}
+            return generated_node(GENERATED[3], values, {"__doc__": "d"} if self.int(0, 1) else {}, self.int(0, 1) == 1)
         keys = self.keys(self.int(*(BIG if self.int(0, 2) == 0 else SMALL)))  # layers: dicts of one key set
         return [{k: self.node(depth - 2) for k in keys} for _ in range(n or 2)]
 
@@ -484,6 +495,8 @@ def containers(tree: Any) -> list[Any]:
             stack.extend(x)
         elif type(x) is DC:
             stack += [x.x, x.y]
+        elif type(x) in GENERATED:  # (its __dict__ is not changed: equinox's functions keep the laws
+            stack.extend(x.__dict__.values())  # only for a dict holding all its fields, or other than as many items)
         elif isinstance(x, Box):
             out.append(x.children)
             stack.extend(x.children)
@@ -506,6 +519,8 @@ def describe(x: Any) -> Any:
         return ("NT", describe(x.a), describe(x.b))
     if t is DC:
         return ("DC", describe(x.x), describe(x.y), x.tag)
+    if t in GENERATED:
+        return (t.__name__, tuple((k, describe(v)) for k, v in x.__dict__.items()))
     if isinstance(x, Box):
         return (t.__name__, x.tag, describe(x.children))
     if isinstance(x, Keyed):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import importlib
+import importlib.util
 import inspect
 import re
 from collections.abc import Callable, Iterator
@@ -170,6 +171,8 @@ NAMES = [
     ("flatten function", "key_kinds"),
     ("unflatten function", "func"),
     ("dataclass flatten function", "dataclass_fields"),
+    ("JAX-only flatten and unflatten functions", "known"),
+    ("an nnx State", "_mapping"),
     ("dataclass unflatten function", "dataclass_init"),
     ("treekit.core._registry.SortedKeys", "original"),
     ("treekit.core._registry.SortedKeys", "positions"),
@@ -280,6 +283,22 @@ def test_the_names_read_exist(registered: Any) -> None:
             obj = layer.flatten
         elif where == "dataclass unflatten function":
             obj = layer.unflatten
+        elif where == "JAX-only flatten and unflatten functions":
+            if importlib.util.find_spec("jax") is None:
+                continue
+            jtu = importlib.import_module("jax.tree_util")
+
+            class JaxOnly:
+                pass
+
+            jtu.register_pytree_node(JaxOnly, lambda n: ((), None), lambda d, c: JaxOnly())
+            only = importlib.import_module("treekit.core._registry").lookup(JaxOnly)
+            assert hasattr(only.flatten, name) and hasattr(only.unflatten, name)
+            continue
+        elif where == "an nnx State":
+            if importlib.util.find_spec("flax") is None:
+                continue
+            obj = importlib.import_module("flax.nnx").State({})
         else:
             obj = _example(where)
         if callable(obj) and not isinstance(obj, type) and name not in ("__doc__", "__sizeof__", "__init__"):

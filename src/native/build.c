@@ -7,6 +7,7 @@
  * exactly as in the pure core. Every other node goes through unflatten_node, the Python function
  * that calls the entry's unflatten function and words its errors. */
 #include "build.h"
+#include "known.h"
 
 /* The `SortedKeys` met in this build, read once each (direct-mapped by address): a parameter
  * tree's layers share a few. */
@@ -204,9 +205,8 @@ static tk_status make_dict(PyObject *keys, PyObject **kids, Py_ssize_t n, LastKe
  * without calling the class (`direct`: the class's __init__ is still the one checked there,
  * its __new__ object's and its metaclass's call type's). */
 typedef struct {
-    PyObject *ntype;
-    PyObject *func;
-    PyObject *init;
+    PyObject *ntype, *func, *init;
+    PyObject *known; /* owned or NULL: the unflatten function's `known`, checked (known.h) */
     int direct;
 } UserUnflatten;
 
@@ -259,6 +259,7 @@ static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
     if (u->ntype == ntype) return u->func;
     Py_CLEAR(u->func);
     Py_CLEAR(u->init);
+    Py_CLEAR(u->known);
     u->direct = 0;
     Py_INCREF(ntype);
     Py_XSETREF_COMPAT(u->ntype, ntype);
@@ -269,6 +270,8 @@ static PyObject *user_unflatten(UserUnflatten *u, PyObject *ntype) {
         if (func != NULL && func != Py_None) {
             Py_INCREF(func);
             u->func = func;
+            PyObject *gen = PyDict_GetItemWithError(attrs, tk_state.s_known); /* borrowed */
+            if (tk_known_check(gen)) u->known = Py_NewRef(gen);
         }
         PyObject *init = attrs == NULL || func != NULL ? NULL : PyDict_GetItemWithError(attrs, tk_state.s_dataclass_init);
         if (dataclass_init(init)) {
@@ -338,6 +341,14 @@ static PyObject *make_custom(UserUnflatten *u, PyObject *ntype, PyObject *data, 
         int called;
         Py_INCREF(u->init); /* the call may end this build's hold on it */
         made = make_dataclass(u->init, u->direct, ntype, data, kids, n, &called);
+        if (called) return made;
+    }
+    if (func != NULL && u->known != NULL) { /* (a known function, done here) */
+        int called;
+        Py_INCREF(data); /* (the record's: a descriptor's __set__ may change a records list) */
+        made = tk_known_make(u->known, data, kids, n, &called);
+        if (made == NULL && called && PyErr_ExceptionMatches(PyExc_Exception)) tk_unflatten_failed(ntype, data, n);
+        Py_DECREF(data);
         if (called) return made;
     }
     if (func != NULL) {
@@ -479,5 +490,6 @@ tk_status tk_build(PyObject *nodes, PyObject *leaves, PyObject **out) {
     Py_XDECREF(b.user.ntype);
     Py_XDECREF(b.user.func);
     Py_XDECREF(b.user.init);
+    Py_XDECREF(b.user.known);
     return how;
 }

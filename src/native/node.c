@@ -1,8 +1,8 @@
 /* node.c: one node at a time, for both walkers (walk.c, guide.c). It mirrors
  * treekit.core._registry.lookup (a type's NodeType), the built-in entries' flatten functions
  * (_flatten_list, _flatten_none, _flatten_namedtuple: read here; _flatten_dict: dict.c) and
- * treekit.core._register.dataclass_entry's (its fields read here); every other entry's flatten
- * function is called, as the pure core does. */
+ * treekit.core._register.dataclass_entry's (its fields read here) and those treekit.core._known
+ * proved (known.c); every other entry's flatten function is called, as the pure core does. */
 #include "node.h"
 #include "entries.h"
 #include "records.h"
@@ -51,6 +51,7 @@ void tk_ctx_close(Ctx *c) {
     Py_CLEAR(c->key_kinds);
     Py_CLEAR(c->plain_of);
     Py_CLEAR(c->fields);
+    Py_CLEAR(c->known);
 }
 
 void tk_forget(Ctx *c) {
@@ -233,6 +234,10 @@ static void read_own_functions(Ctx *c, PyObject *fn) {
     fields = dataclass_fields(fields) ? fields : NULL; /* borrowed (str keys: no code runs) */
     Py_XINCREF(fields);
     Py_XSETREF_COMPAT(c->fields, fields);
+    PyObject *gen = attrs == NULL ? NULL : PyDict_GetItemWithError(attrs, tk_state.s_known); /* borrowed */
+    gen = tk_known_check(gen) ? gen : NULL;
+    Py_XINCREF(gen);
+    Py_XSETREF_COMPAT(c->known, gen);
     PyObject *got[5] = {NULL, NULL, NULL, NULL, NULL};
     PyObject *names[5] = {tk_state.s_plain, tk_state.s_keyed, tk_state.s_finish, tk_state.s_convert_key,
                           tk_state.s_key_kinds};
@@ -424,25 +429,32 @@ static tk_status flatten_fields(Ctx *c, PyObject *node, PyObject *fields, int wi
     return how;
 }
 
+/* plain_of's dataclass fields or known function, read here (TK_DEFER: not read). */
+static tk_status read_fields(Ctx *c, PyObject *node, int with_path, PyObject **kids, PyObject **data,
+                             PyObject **keys) {
+    if (c->known != NULL) return tk_known_flatten(c->known, node, with_path, kids, data, keys);
+    Py_INCREF(c->fields);
+    return flatten_fields(c, node, c->fields, with_path, kids, data, keys);
+}
+
 /* The entry's flatten function (or the user's own behind it, or its fields) called on node. */
 static tk_status flatten_call(Ctx *c, PyObject *node, PyObject *ntype, int with_path, PyObject **kids,
                               PyObject **data, PyObject **keys) {
     PyObject *fn = NULL, *r = NULL;
-    if (ntype == c->plain_entry && c->fields != NULL) {
-        Py_INCREF(c->fields);
-        return flatten_fields(c, node, c->fields, with_path, kids, data, keys);
-    }
+    tk_status how = ntype == c->plain_entry ? read_fields(c, node, with_path, kids, data, keys) : TK_DEFER;
+    if (how != TK_DEFER) return how;
     fn = PyObject_GetAttr(ntype, tk_state.s_flatten);
     if (fn == NULL) return tk_defer_error();
     read_own_functions(c, fn);
-    if (c->plain_of == fn && c->fields != NULL) {
+    if (c->plain_of == fn && (c->fields != NULL || c->known != NULL)) {
         if (c->plain_entry == NULL) { /* (the entry's flatten attribute, read once until code runs) */
             Py_INCREF(ntype);
             c->plain_entry = ntype;
         }
-        Py_DECREF(fn);
-        Py_INCREF(c->fields);
-        return flatten_fields(c, node, c->fields, with_path, kids, data, keys);
+        if ((how = read_fields(c, node, with_path, kids, data, keys)) != TK_DEFER) {
+            Py_DECREF(fn);
+            return how;
+        }
     }
     PyObject *own = c->plain_of != fn ? NULL : with_path ? c->keyed : c->plain;
     if (own != NULL) {

@@ -6,6 +6,7 @@
 #define TREEKIT_NODE_H
 
 #include "cache.h"
+#include "known.h"
 
 /* TYPES' answer for a type met since Python code last ran: leaf types and the built-in
  * entries only (kept alive by the module), forgotten (tk_forget) whenever a call out
@@ -36,6 +37,7 @@ typedef struct {
     PyObject *convert_key, *key_kinds; /* owned or NULL: plain_of's `convert_key` and `key_kinds` (a dict;
                                           NULL: convert_key for each), which make `keyed`'s entries treekit's */
     PyObject *fields; /* owned or NULL: plain_of's `dataclass_fields`, checked (data names, meta names, keys) */
+    PyObject *known; /* owned or NULL: plain_of's `known`, checked (known.h) */
     PyObject *plain_entry; /* owned or NULL: the entry whose flatten is plain_of, until Python code runs */
     PyObject *quiet_class, *quiet_fields; /* owned or NULL: a class whose getattr of these fields runs no
                                              Python code (see node.c), until Python code runs */

@@ -5,7 +5,8 @@
  * The layers, each including only the headers of the layers below it:
  *   state  (state.c)            module state, interned names, imports of the Python names read
  *   cache  (cache.c)            every process-wide cache, with one clear and one inspect entry
- *   node   (node.c, dict.c)     lookup, one node's flatten, dict reading (the walk's context)
+ *   node   (node.c, dict.c,     lookup, one node's flatten, dict reading (the walk's context),
+ *           known.c)            model libraries' functions, done here (known.c)
  *   records (records.c)         post-order node records and the TreeDef made of them
  *   errors (errors.c)           the Python functions that word every error the core raises
  *   walk, guide, build          the three walkers (walk.c, guide.c, build.c)
@@ -145,6 +146,8 @@ TK_API tk_status tk_defer_error(void);
     X(key_kinds, "flatten function", "key_kinds")                                \
     X(func, "unflatten function", "func")                                        \
     X(dataclass_fields, "dataclass flatten function", "dataclass_fields")        \
+    X(known, "JAX-only flatten and unflatten functions", "known")                \
+    X(mapping, "an nnx State", "_mapping")                                       \
     X(dataclass_init, "dataclass unflatten function", "dataclass_init")          \
     X(original, "treekit.core._registry.SortedKeys", "original")                 \
     X(positions, "treekit.core._registry.SortedKeys", "positions")               \

@@ -44,6 +44,7 @@ from typing import Any
 
 from treekit.core import _registry
 from treekit.core._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
+from treekit.core._known import known_functions
 from treekit.core._register import dataclass_entry, make_flatten, tuple_children
 from treekit.core._registry import NodeType
 
@@ -408,7 +409,7 @@ def _known_before(cls: type) -> NodeType | None:
     flatten, unflatten = getattr(entry, "to_iter", None), getattr(entry, "from_iter", None)
     if one_level_with_keys is None or not callable(flatten) or not callable(unflatten):
         return None
-    return _jax_node_entry(cls, flatten, unflatten, one_level_with_keys)
+    return _jax_node_entry(cls, flatten, unflatten, one_level_with_keys, own_keys=False)
 
 
 def _jax_entry(cls: type) -> NodeType:
@@ -427,9 +428,11 @@ def _jax_entry(cls: type) -> NodeType:
     return NodeType(cls, flatten, lambda treedef, children: treedef.unflatten(children), "jax")
 
 
-def _jax_node_entry(cls: type, flatten: Any, unflatten: Any, flatten_with_keys: Any) -> NodeType:
+def _jax_node_entry(cls: type, flatten: Any, unflatten: Any, flatten_with_keys: Any, own_keys: bool = True) -> NodeType:
     """The entry of a class registered with JAX alone, from the functions JAX was given: its
-    node data is theirs (JAX's treedef shows the same), its key entries converted to treekit's."""
+    node data is theirs (JAX's treedef shows the same), its key entries converted to treekit's.
+    ``own_keys=False``: ``flatten_with_keys`` is JAX's, which calls the class's. Where they are
+    functions ``_known`` knows (equinox's, flax nnx's), the native core does what they do."""
     import jax.tree_util as jtu
 
     # this class's key entries, converted once each (by JAX class and a str or int field; at
@@ -452,8 +455,12 @@ def _jax_node_entry(cls: type, flatten: Any, unflatten: Any, flatten_with_keys: 
                 kind[1][value] = ours
         return ours
 
-    flatten_fn = make_flatten(cls, flatten, flatten_with_keys, convert, kinds)
-    return NodeType(cls, flatten_fn, tuple_children(unflatten))
+    flatten_fn, unflatten_fn = make_flatten(cls, flatten, flatten_with_keys, convert, kinds), tuple_children(unflatten)
+    # (read by the native core only; the pure core calls the functions)
+    flatten_fn.known = unflatten_fn.known = known_functions(  # type: ignore[attr-defined]
+        cls, flatten, unflatten, flatten_with_keys if own_keys else None
+    )
+    return NodeType(cls, flatten_fn, unflatten_fn)
 
 
 def _jax_knows(cls: type) -> bool:
