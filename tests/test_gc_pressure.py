@@ -384,13 +384,14 @@ KEYS = [sys.intern(f"k{i:02d}") for i in range(48)]  # shared key objects: the n
 SMALL, BIG = (1, 8), (9, 14)  # dict sizes: the native core keeps big dicts' key orders apart
 
 
-# classes registered with JAX through equinox's generated functions (test_known_functions), where jax is
-# installed: the native core reads their __dict__ itself
+# classes registered with JAX through functions treekit knows (test_known_functions: equinox's
+# generated ones, nnx's Variable and State), where jax is installed: the native core reads them itself
 GENERATED: tuple[type, ...] = ()
 if importlib.util.find_spec("jax") is not None:
     from test_known_functions import KINDS as GENERATED
+    from test_known_functions import State, Variable, _variable
     from test_known_functions import _node as generated_node
-KINDS = tuple(range(14 + bool(GENERATED)))  # node kinds (see World.node): 9-12 are the registered classes
+KINDS = tuple(range(14 + 2 * bool(GENERATED)))  # node kinds (see World.node): 9-12 are the registered classes
 KINDS_AT = {site: (*KINDS, 9, 10, 11, 12, 9, 10, 11, 12) for site in ("data_eq", "flatten", "unflatten")}
 
 
@@ -467,6 +468,8 @@ class World:
             w, b = [*kids, None, None][:2]
             values = {"w": w, "size": self.pick(1, 2), "b": b, "act": "relu"}
             return generated_node(GENERATED[3], values, {"__doc__": "d"} if self.int(0, 1) else {}, self.int(0, 1) == 1)
+        if kind == 15:  # an nnx-like State of str keys, every other child in a Variable of metadata
+            return State({f"s{i}": _variable(kid, {"b": i, "a": 0}) if i % 2 else kid for i, kid in enumerate(kids)})
         keys = self.keys(self.int(*(BIG if self.int(0, 2) == 0 else SMALL)))  # layers: dicts of one key set
         return [{k: self.node(depth - 2) for k in keys} for _ in range(n or 2)]
 
@@ -497,6 +500,8 @@ def containers(tree: Any) -> list[Any]:
             stack += [x.x, x.y]
         elif type(x) in GENERATED:  # (its __dict__ is not changed: equinox's functions keep the laws
             stack.extend(x.__dict__.values())  # only for a dict holding all its fields, or other than as many items)
+        elif GENERATED and type(x) in (State, Variable):  # (not changed: nnx's functions sort the keys)
+            stack.extend(x._mapping.values() if type(x) is State else [x._raw_value])
         elif isinstance(x, Box):
             out.append(x.children)
             stack.extend(x.children)
@@ -521,6 +526,10 @@ def describe(x: Any) -> Any:
         return ("DC", describe(x.x), describe(x.y), x.tag)
     if t in GENERATED:
         return (t.__name__, tuple((k, describe(v)) for k, v in x.__dict__.items()))
+    if GENERATED and t is State:
+        return ("State", tuple((k, describe(v)) for k, v in x._mapping.items()))
+    if GENERATED and t is Variable:
+        return ("Variable", describe(x._raw_value), tuple(sorted(x._var_metadata.items())))
     if isinstance(x, Box):
         return (t.__name__, x.tag, describe(x.children))
     if isinstance(x, Keyed):

@@ -47,6 +47,15 @@ static int str_keys(PyObject *dict) {
     return 1;
 }
 
+/* Untrack (track: 1) a tuple or list the core fills, so that a collection meanwhile never hands
+ * it out half-filled (NULL items). The empty tuple is shared: it is left alone. Returns o. */
+static PyObject *filling(PyObject *o, int done) {
+    if (o == NULL || Py_SIZE(o) == 0) return o;
+    if (done) PyObject_GC_Track(o);
+    else PyObject_GC_UnTrack(o);
+    return o;
+}
+
 /* dict.get(name, missing), every key of dict an exact str. Return value: New reference. */
 static PyObject *get(PyObject *dict, PyObject *name, PyObject *missing) {
     PyObject *v = PyDict_GetItemWithError(dict, name); /* borrowed */
@@ -64,8 +73,8 @@ static tk_status module_flatten(PyObject *k, PyObject *node, int with_path, PyOb
     if (dict == NULL) return tk_defer_error();
     /* every allocation first (a collection in one may run code that changes the dict), then the
      * dict read with none: its keys exact str (no comparison runs code), its values taken */
-    PyObject *out = PyTuple_New(nd), *aux = out == NULL ? NULL : PyTuple_New(ns + 1);
-    PyObject *wrapped = aux == NULL ? NULL : PyTuple_New(nw);
+    PyObject *out = filling(PyTuple_New(nd), 0), *aux = out == NULL ? NULL : filling(PyTuple_New(ns + 1), 0);
+    PyObject *wrapped = aux == NULL ? NULL : filling(PyTuple_New(nw), 0);
     if (wrapped == NULL || !PyDict_CheckExact(dict) || !str_keys(dict)) {
         tk_status how = wrapped == NULL ? TK_ERROR : TK_DEFER;
         Py_DECREF(dict);
@@ -82,8 +91,11 @@ static tk_status module_flatten(PyObject *k, PyObject *node, int with_path, PyOb
         wrapped = missing;
     } else {
         for (Py_ssize_t i = 0; i < nw; i++) PyTuple_SET_ITEM(wrapped, i, get(dict, PyTuple_GET_ITEM(wrappers, i), missing));
+        filling(wrapped, 1);
     }
     PyTuple_SET_ITEM(aux, 0, wrapped);
+    filling(out, 1);
+    filling(aux, 1);
     Py_DECREF(dict);
     *kids = out;
     *data = aux;
@@ -125,51 +137,80 @@ static PyObject *module_make(PyObject *k, PyObject *data, PyObject *const *kids,
 }
 
 /* -- flax nnx: a Variable's and a State's flatten ------------------------------------------------- */
-/* sorted(d.items()), where d (an exact dict) has keys all exact str, or all exact int: no
- * comparison runs code. NULL with *how TK_DEFER (keys of another kind) or TK_ERROR.
- * Return value: New reference (a list of (key, value) tuples nothing else holds). */
-static PyObject *sorted_items(PyObject *d, tk_status *how) {
-    PyObject *items = PyDict_Items(d);
-    *how = TK_ERROR;
-    if (items == NULL) return NULL;
+/* d's keys, sorted, into `into` (a list of d's size, made and untracked before: nothing is
+ * allocated here, so no code runs), where they are all exact str or all exact int (no
+ * comparison runs code): 1; 0 where d's size is not into's or its keys are of other kinds
+ * (into's items set or NULL: the caller drops it); -1 with an exception. CPython's
+ * PyDict_Items is not used: its list is tracked, half-filled, while it makes the pairs. */
+static int sorted_keys(PyObject *d, PyObject *into) {
+    Py_ssize_t at = 0, i = 0;
+    PyObject *key, *value;
+    if (PyDict_GET_SIZE(d) != PyList_GET_SIZE(into)) return 0;
     int strs = 1, ints = 1;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
-        PyObject *key = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
+    while (PyDict_Next(d, &at, &key, &value)) {
+        Py_INCREF(key);
+        PyList_SET_ITEM(into, i++, key);
         strs = strs && PyUnicode_CheckExact(key);
         ints = ints && PyLong_CheckExact(key);
     }
-    if (!strs && !ints) *how = TK_DEFER;
-    if ((!strs && !ints) || PyList_Sort(items) < 0) Py_CLEAR(items);
-    return items;
+    if (!strs && !ints) return 0;
+    return PyList_Sort(into) < 0 ? -1 : 1;
+}
+
+/* d[key], for a key just read from d, nothing run since. Return value: New reference. */
+static PyObject *value_of(PyObject *d, PyObject *key) {
+    PyObject *v = PyDict_GetItemWithError(d, key); /* borrowed (exact str or int keys: no code runs) */
+    Py_INCREF(v);
+    return v;
+}
+
+static tk_status defer_or_error(int got) {
+    return got < 0 ? TK_ERROR : TK_DEFER;
 }
 
 /* _variable_flatten: ((x._raw_value,), tuple(sorted(x._var_metadata.items()))), each field
  * read through the member descriptor it is (an unset one: the function is called). */
 static tk_status variable_flatten(PyObject *k, PyObject *node, int with_path, PyObject **kids, PyObject **data,
                                   PyObject **keys) {
-    PyObject *raw = PyMemberDescr_Type.tp_descr_get(K(2), node, K(1));
-    if (raw == NULL) return tk_defer_error();
-    PyObject *meta = PyMemberDescr_Type.tp_descr_get(K(3), node, K(1));
-    if (meta == NULL) {
-        Py_DECREF(raw);
+    PyObject *raw = PyMemberDescr_Type.tp_descr_get(K(2), node, K(1)), *meta = NULL, *order = NULL;
+    if (raw == NULL || (meta = PyMemberDescr_Type.tp_descr_get(K(3), node, K(1))) == NULL) {
+        Py_XDECREF(raw);
         return tk_defer_error();
     }
-    tk_status how = TK_DEFER;
-    PyObject *items = PyDict_CheckExact(meta) ? sorted_items(meta, &how) : NULL;
-    Py_DECREF(meta);
-    if (items != NULL) {
-        *data = PyList_AsTuple(items);
-        Py_DECREF(items);
+    int got = 0;
+    if (PyDict_CheckExact(meta)) { /* every allocation first, the dict read after with none */
+        Py_ssize_t n = PyDict_GET_SIZE(meta);
+        order = filling(PyList_New(n), 0);
+        *data = order == NULL ? NULL : filling(PyTuple_New(n), 0);
+        for (Py_ssize_t i = 0; *data != NULL && i < n; i++) {
+            PyObject *pair = filling(PyTuple_New(2), 0);
+            if (pair == NULL) Py_CLEAR(*data);
+            else PyTuple_SET_ITEM(*data, i, pair);
+        }
         *kids = *data == NULL ? NULL : PyTuple_Pack(1, raw);
-        how = *kids != NULL ? TK_OK : TK_ERROR;
-        if (how != TK_OK) Py_CLEAR(*data);
+        got = *kids == NULL ? -1 : sorted_keys(meta, order);
     }
+    for (Py_ssize_t i = 0; got > 0 && i < PyList_GET_SIZE(order); i++) {
+        PyObject *pair = PyTuple_GET_ITEM(*data, i), *key = PyList_GET_ITEM(order, i);
+        Py_INCREF(key);
+        PyTuple_SET_ITEM(pair, 0, key);
+        PyTuple_SET_ITEM(pair, 1, value_of(meta, key));
+        filling(pair, 1);
+    }
+    filling(*data, 1); /* (its pairs, where not whole, are untracked) */
+    Py_XDECREF(order);
+    Py_DECREF(meta);
     Py_DECREF(raw);
-    if (how == TK_OK && with_path) {
+    if (got <= 0) {
+        Py_CLEAR(*kids);
+        Py_CLEAR(*data);
+        return defer_or_error(got);
+    }
+    if (with_path) {
         *keys = K(4);
         Py_INCREF(*keys);
     }
-    return how;
+    return TK_OK;
 }
 
 /* _state_flatten: the values of x._mapping (from x's __dict__) by sorted key, and the keys. */
@@ -180,35 +221,37 @@ static tk_status state_flatten(PyObject *k, PyObject *node, int with_path, PyObj
     if (PyDict_CheckExact(dict) && str_keys(dict)) mapping = PyDict_GetItemWithError(dict, tk_state.s_mapping);
     Py_XINCREF(mapping);
     Py_DECREF(dict);
-    tk_status how = TK_DEFER;
-    PyObject *items = mapping != NULL && PyDict_CheckExact(mapping) ? sorted_items(mapping, &how) : NULL;
-    Py_XDECREF(mapping);
-    if (items == NULL) return how;
-    Py_ssize_t n = PyList_GET_SIZE(items);
-    *kids = PyList_New(n);
-    *data = *kids == NULL ? NULL : PyTuple_New(n);
-    *keys = *data == NULL || !with_path ? NULL : PyTuple_New(n);
-    how = *data == NULL || (with_path && *keys == NULL) ? TK_ERROR : TK_OK;
-    for (Py_ssize_t i = 0; how == TK_OK && i < n; i++) {
-        PyObject *pair = PyList_GET_ITEM(items, i), *key = PyTuple_GET_ITEM(pair, 0);
-        PyObject *value = PyTuple_GET_ITEM(pair, 1);
-        Py_INCREF(value);
-        PyList_SET_ITEM(*kids, i, value);
-        Py_INCREF(key);
-        PyTuple_SET_ITEM(*data, i, key);
-        if (with_path) {
-            PyObject *entry = tk_entry_new(TK_DICT_KEY, key);
-            if (entry == NULL) how = TK_ERROR;
-            else PyTuple_SET_ITEM(*keys, i, entry);
-        }
+    if (mapping == NULL || !PyDict_CheckExact(mapping)) {
+        Py_XDECREF(mapping);
+        return TK_DEFER;
     }
-    Py_DECREF(items);
-    if (how != TK_OK) { /* (the items not set are NULL) */
+    /* every allocation first, the mapping read after with none; then the keys' entries */
+    Py_ssize_t n = PyDict_GET_SIZE(mapping);
+    *kids = filling(PyList_New(n), 0); /* (the sorted keys, then the values) */
+    *data = *kids == NULL ? NULL : filling(PyTuple_New(n), 0);
+    *keys = *data == NULL || !with_path ? NULL : filling(PyTuple_New(n), 0);
+    int got = *data == NULL || (with_path && *keys == NULL) ? -1 : sorted_keys(mapping, *kids);
+    for (Py_ssize_t i = 0; got > 0 && i < n; i++) {
+        PyObject *key = PyList_GET_ITEM(*kids, i);
+        PyTuple_SET_ITEM(*data, i, key); /* (the list's reference) */
+        PyList_SET_ITEM(*kids, i, value_of(mapping, key));
+    }
+    filling(*kids, 1);
+    filling(*data, 1);
+    for (Py_ssize_t i = 0; got > 0 && with_path && i < n; i++) {
+        PyObject *entry = tk_entry_new(TK_DICT_KEY, PyTuple_GET_ITEM(*data, i));
+        if (entry == NULL) got = -1;
+        else PyTuple_SET_ITEM(*keys, i, entry);
+    }
+    filling(*keys, 1);
+    Py_DECREF(mapping);
+    if (got <= 0) { /* (the items not set are NULL) */
         Py_CLEAR(*kids);
         Py_CLEAR(*data);
         Py_CLEAR(*keys);
+        return defer_or_error(got);
     }
-    return how;
+    return TK_OK;
 }
 
 tk_status tk_known_flatten(PyObject *k, PyObject *node, int with_path, PyObject **kids, PyObject **data,
