@@ -6,7 +6,7 @@
  *   state  (state.c)            module state, interned names, imports of the Python names read
  *   cache  (cache.c)            every process-wide cache, with one clear and one inspect entry
  *   node   (node.c, dict.c,     lookup, one node's flatten, dict reading (the walk's context),
- *           known.c)            model libraries' functions, done here (known.c)
+ *           known.c)            model libraries' own flatten and unflatten, done here
  *   records (records.c)         post-order node records and the TreeDef made of them
  *   errors (errors.c)           the Python functions that word every error the core raises
  *   walk, guide, build          the three walkers (walk.c, guide.c, build.c)
