@@ -13,6 +13,7 @@ import __future__
 import dataclasses
 import functools
 import sys
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
@@ -27,6 +28,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import treekit  # noqa: E402
 from treekit.core import _known  # noqa: E402
+from treekit.core._build import interpret  # noqa: E402
 from treekit.core._core import NATIVE  # noqa: E402
 from treekit.core._traverse import pure_flatten  # noqa: E402
 
@@ -275,6 +277,16 @@ assert jtu.tree_structure(tk.tree_map(lambda x: x, tree)) == jdef
 print(len(leaves))
 """
 
+# where the library is a version whose functions treekit kept: its classes are proved, whichever
+# was imported first (the proof compiles the copy as the library's module holds it)
+PROVED = """
+from treekit.core._registry import lookup
+if {version}.startswith("{prefix}"):
+    for cls in ({classes}):
+        known = lookup(cls).flatten.known
+        assert known is not None and known[-1] is not None, (cls, known)
+"""
+
 
 @pytest.mark.parametrize("treekit_first", [True, False])
 def test_equinox_modules_walk_as_jax_walks_them(treekit_first: bool) -> None:
@@ -282,21 +294,52 @@ def test_equinox_modules_walk_as_jax_walks_them(treekit_first: bool) -> None:
     from test_jax import _run
 
     first, then = ("import treekit as tk\n", EQX_TREE) if treekit_first else (EQX_TREE, "import treekit as tk\n")
-    assert int(_run(first + then + CHECK)) > 10
+    proved = PROVED.format(version="eqx.__version__", prefix="0.13.", classes="eqx.nn.Linear, Block")
+    assert int(_run(first + then + CHECK + proved)) > 10
 
 
 # -- flax nnx: Variable and State ------------------------------------------------------------
+class TraceState:
+    """nnx's: made for each Variable made (what JAX's trace is then)."""
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is TraceState
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+TRACERS = types.SimpleNamespace(TraceState=TraceState)  # (the module flax's _new reads it from)
+
+
+def _flax_copy(text: str, ns: dict[str, Any]) -> None:
+    """Run the kept copy of a flax function where flax's module holds its like (line 10 on, the
+    names it imports imported, `from __future__ import annotations`)."""
+    source = _known._as_in_module(text, 10, _known._FLAX_IMPORTS)
+    assert source is not None
+    exec(compile(source, "<flax copy>", "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True), ns)
+
+
 def _flax_functions(texts: tuple[str, str]) -> tuple[Any, Any]:
     ns: dict[str, Any] = {"jtu": jtu}
     for text in texts:
-        # (as flax's modules: `from __future__ import annotations`)
-        exec(compile(text, "<flax copy>", "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True), ns)
+        _flax_copy(text, ns)
     name = texts[0].split("(")[0].removeprefix("def ")
     return ns[name], ns[f"{name}_with_keys"]
 
 
+def _variable_made(ns: dict[str, Any]) -> tuple[Any, Any]:
+    """nnx's _variable_unflatten and Variable._new (a classmethod), their globals ns."""
+    for text in _known._VARIABLE_MADE:
+        _flax_copy(text, ns)
+    return ns["_variable_unflatten"], ns["_new"]
+
+
+_variable_unflatten, _new = _variable_made({"tracers": TRACERS})
+
+
 class Variable:
-    __slots__ = ("_raw_value", "_var_metadata")
+    __slots__ = ("_raw_value", "_trace_state", "_var_metadata")
+    _new = _new
 
     def __getattr__(self, name: str) -> Any:  # (as nnx's: only for what is not found)
         raise AttributeError(f"no {name}")
@@ -310,10 +353,7 @@ class State:
 _variable_flatten, _variable_keys = _flax_functions(_known._VARIABLE)
 _state_flatten, _state_keys = _flax_functions(_known._STATE)
 jtu.register_pytree_with_keys(
-    Variable,
-    _variable_keys,
-    lambda meta, children: _variable(children[0], dict(meta)),
-    flatten_func=_variable_flatten,
+    Variable, _variable_keys, functools.partial(_variable_unflatten, Variable), flatten_func=_variable_flatten
 )
 jtu.register_pytree_with_keys(
     State, _state_keys, lambda keys, leaves: State(zip(keys, leaves)), flatten_func=_state_flatten
@@ -321,14 +361,12 @@ jtu.register_pytree_with_keys(
 
 
 def _variable(value: Any, metadata: Any) -> Variable:
-    v = Variable()
-    v._raw_value, v._var_metadata = value, metadata
-    return v
+    return Variable._new(value, metadata)  # type: ignore[no-any-return]
 
 
 def _nnx_fields(x: Any) -> Any:
     if type(x) is Variable:
-        return "V", _nnx_fields(x._raw_value), x._var_metadata
+        return "V", _nnx_fields(x._raw_value), x._var_metadata, x._trace_state
     if type(x) is State:
         return "S", {k: _nnx_fields(v) for k, v in x._mapping.items()}
     if isinstance(x, dict):
@@ -365,21 +403,120 @@ def test_nnx_like_states_walk_as_their_functions_do(tree: Any) -> None:
 
 
 def test_the_nnx_like_classes_are_proven() -> None:
-    assert treekit.core._registry.lookup(Variable).flatten.known[0] == _known.VARIABLE
+    known = treekit.core._registry.lookup(Variable).flatten.known
+    assert known[0] == _known.VARIABLE and known[5] == (Variable, _new.__func__)
     assert treekit.core._registry.lookup(State).flatten.known[0] == _known.STATE
 
 
 @native_only
-def test_the_native_core_calls_no_nnx_flatten() -> None:
+def test_the_native_core_calls_no_nnx_function_but_trace_state() -> None:
     tree = State({"a": _variable(1, {"y": 2, "x": 1}), "b": State({1: _variable(4, {}), 0: 3})})
     names: list[str] = []
     sys.setprofile(lambda frame, event, arg: names.append(frame.f_code.co_name) if event == "call" else None)
     try:
-        treekit.tree_flatten(tree)
+        leaves, treedef = treekit.tree_flatten(tree)
         treekit.tree_flatten_with_path(tree)
+        made = treekit.tree_unflatten(treedef, leaves)
     finally:
         sys.setprofile(None)
-    assert names and not [n for n in names if n.startswith(("_variable_flatten", "_state_flatten"))], names
+    assert _nnx_fields(made) == _nnx_fields(tree)
+    assert not [n for n in names if n.startswith(("_variable_", "_state_flatten", "_new"))], names
+
+
+def _unflatten_outcome(unflatten: Callable[[Any, list[Any]], Any], treedef: Any, leaves: list[Any]) -> Any:
+    try:
+        return _nnx_fields(unflatten(treedef, leaves))
+    except Exception as e:  # (each raises what the function raises)
+        return type(e), str(e)
+
+
+def _unflattens_alike(tree: Any) -> Any:
+    """What treekit's cores make of tree's leaves (or raise), as jax does."""
+    leaves, treedef = jtu.tree_flatten(tree)
+    want = _unflatten_outcome(jtu.tree_unflatten, treedef, leaves)
+    assert _unflatten_outcome(treekit.tree_unflatten, treekit.tree_structure(tree), leaves) == want
+    pure = pure_flatten(tree)[1]._nodes
+    assert _unflatten_outcome(lambda nodes, leaves: interpret(nodes, leaves), pure, leaves) == want
+    return want
+
+
+def test_a_variable_new_replaced_after_registration_makes_the_variables() -> None:
+    tree = State({"a": _variable(1, {"x": 1})})
+
+    def other(cls: type, value: Any, metadata: Any) -> Any:
+        return ("made", cls.__name__, value, metadata)
+
+    Variable._new = classmethod(other)  # type: ignore[assignment]
+    try:
+        assert _unflattens_alike(tree) == ("S", {"a": ("made", "Variable", 1, {"x": 1})})
+    finally:
+        Variable._new = _new  # type: ignore[assignment]
+
+
+def test_a_trace_state_that_raises_raises_as_the_function_does() -> None:
+    tree = State({"a": _variable(1, {"x": 1})})
+
+    def fail() -> None:
+        raise RuntimeError("no trace here")
+
+    TRACERS.TraceState = fail
+    try:
+        assert _unflattens_alike(tree)[0] is RuntimeError
+    finally:
+        TRACERS.TraceState = TraceState
+
+
+class NoTracers:  # (a Variable like nnx's whose _new reads a `tracers` its module lacks)
+    __slots__ = ("_raw_value", "_trace_state", "_var_metadata")
+
+
+_no_tracers_unflatten, NoTracers._new = _variable_made({})  # type: ignore[attr-defined]
+jtu.register_pytree_with_keys(
+    NoTracers,
+    _variable_keys,
+    functools.partial(_no_tracers_unflatten, NoTracers),
+    flatten_func=_variable_flatten,
+)
+
+
+def test_a_variable_new_that_finds_no_tracers_raises_as_it_does() -> None:
+    node = object.__new__(NoTracers)
+    node._raw_value, node._var_metadata = 1, {}
+    assert treekit.core._registry.lookup(NoTracers).unflatten.known[5] is not None
+    assert _unflattens_alike([node])[0] is NameError
+
+
+class _IntBased(int):
+    pass
+
+
+@pytest.mark.parametrize(
+    "unflatten, why",
+    [
+        (functools.partial(_variable_unflatten, Variable, None), "another call"),
+        (functools.partial(_variable_unflatten, cls=Variable), "a keyword"),
+        (functools.partial(_variable_unflatten, _IntBased), "not made by object.__new__"),
+        (functools.partial(_variable_made({})[0], State), "no _new"),
+        (lambda meta, children: _variable(children[0], dict(meta)), "another function"),
+    ],
+)
+def test_a_variable_unflatten_other_than_nnx_s_is_called(unflatten: Any, why: str) -> None:
+    known = _known.known_functions(Variable, _variable_flatten, unflatten, _variable_keys)
+    assert known is not None and known[5] is None, why
+
+
+def test_a_changed_variable_new_is_not_taken() -> None:
+    changed = ({"tracers": TRACERS}, _known._VARIABLE_MADE[1].replace("TraceState()", "TraceState() or 1"))
+    _flax_copy(changed[1], changed[0])
+
+    class Changed(Variable):
+        __slots__ = ()
+        _new = changed[0]["_new"]
+
+    unflatten = functools.partial(_variable_unflatten, Changed)
+    assert _known.known_functions(Changed, _variable_flatten, unflatten, _variable_keys)[5] is None  # type: ignore[index]
+    Changed._new = _new  # type: ignore[assignment]
+    assert _known.known_functions(Changed, _variable_flatten, unflatten, _variable_keys)[5] == (Changed, _new.__func__)  # type: ignore[index]
 
 
 ODD = [
@@ -450,4 +587,5 @@ def test_nnx_states_walk_as_jax_walks_them(treekit_first: bool) -> None:
     from test_jax import _run
 
     first, then = ("import treekit as tk\n", NNX_TREE) if treekit_first else (NNX_TREE, "import treekit as tk\n")
-    assert int(_run(first + then + CHECK)) > 5
+    proved = PROVED.format(version="flax.__version__", prefix="0.12.", classes="nnx.State, nnx.Param, nnx.BatchStat")
+    assert int(_run(first + then + "import flax\n" + CHECK + proved)) > 5

@@ -173,6 +173,12 @@ NAMES = [
     ("dataclass flatten function", "dataclass_fields"),
     ("JAX-only flatten and unflatten functions", "known"),
     ("an nnx State", "_mapping"),
+    ("an nnx Variable", "_new"),
+    ("an nnx Variable", "_trace_state"),
+    ("an nnx Variable", "_var_metadata"),
+    ("an nnx Variable", "_raw_value"),
+    ("flax.nnx.variablelib", "tracers"),
+    ("flax.nnx.tracers", "TraceState"),
     ("dataclass unflatten function", "dataclass_init"),
     ("treekit.core._registry.SortedKeys", "original"),
     ("treekit.core._registry.SortedKeys", "positions"),
@@ -295,10 +301,16 @@ def test_the_names_read_exist(registered: Any) -> None:
             only = importlib.import_module("treekit.core._registry").lookup(JaxOnly)
             assert hasattr(only.flatten, name) and hasattr(only.unflatten, name)
             continue
-        elif where == "an nnx State":
+        elif where.startswith(("an nnx", "flax.")):
             if importlib.util.find_spec("flax") is None:
                 continue
-            obj = importlib.import_module("flax.nnx").State({})
+            nnx = importlib.import_module("flax.nnx")
+            if where == "an nnx State":
+                obj = nnx.State({})
+            elif where == "an nnx Variable":
+                obj = nnx.Param(0)
+            else:
+                obj = _example(where)
         else:
             obj = _example(where)
         if callable(obj) and not isinstance(obj, type) and name not in ("__doc__", "__sizeof__", "__init__"):

@@ -1,9 +1,10 @@
 /* known.c mirrors registered functions of model libraries that treekit.core._known keeps a
  * copy of and proves, per class, to be the ones registered (same source, same code object,
  * same names read): equinox's generated flatten and unflatten of a Module class (a node's
- * fields read from its __dict__, stored in a new instance as they are), and flax nnx's flatten
- * of a Variable (its value, its metadata sorted) and of a State (its mapping, sorted). So those
- * trees are walked with no Python frame a node. */
+ * fields read from its __dict__, stored in a new instance as they are), flax nnx's flatten of
+ * a Variable (its value, its metadata sorted) and of a State (its mapping, sorted), and its
+ * unflatten of a Variable (a new instance, its fields stored, TraceState() called). So those
+ * trees are walked with no Python frame a node (but TraceState's). */
 #include "known.h"
 
 #define K(i) PyTuple_GET_ITEM(k, i)
@@ -28,8 +29,12 @@ int tk_known_check(PyObject *k) {
         return n == 7 && str_tuple(K(2)) && str_tuple(K(3)) && str_tuple(K(4)) && PyTuple_CheckExact(K(6)) &&
                PyTuple_GET_SIZE(K(6)) == PyTuple_GET_SIZE(K(2));
     case VARIABLE:
-        return n == 5 && Py_IS_TYPE(K(2), &PyMemberDescr_Type) && Py_IS_TYPE(K(3), &PyMemberDescr_Type) &&
-               PyTuple_CheckExact(K(4)) && PyTuple_GET_SIZE(K(4)) == 1;
+        return n == 6 && Py_IS_TYPE(K(2), &PyMemberDescr_Type) && Py_IS_TYPE(K(3), &PyMemberDescr_Type) &&
+               PyTuple_CheckExact(K(4)) && PyTuple_GET_SIZE(K(4)) == 1 &&
+               (K(5) == Py_None || (PyTuple_CheckExact(K(5)) && PyTuple_GET_SIZE(K(5)) == 2 &&
+                                    PyType_Check(PyTuple_GET_ITEM(K(5), 0)) &&
+                                    PyFunction_Check(PyTuple_GET_ITEM(K(5), 1)) &&
+                                    PyDict_CheckExact(PyFunction_GetGlobals(PyTuple_GET_ITEM(K(5), 1)))));
     case STATE:
         return n == 2;
     default:
@@ -213,6 +218,50 @@ static tk_status variable_flatten(PyObject *k, PyObject *node, int with_path, Py
     return TK_OK;
 }
 
+/* Variable._new(cls, value, meta) as flax writes it: the instance by object.__new__, then
+ * object.__setattr__ of its _trace_state (tracers.TraceState(), `tracers` as read from _new's
+ * globals, given), its _var_metadata and its _raw_value. Return value: New reference. */
+static PyObject *new_variable(PyObject *cls, PyObject *tracers, PyObject *value, PyObject *meta) {
+    PyObject *self = PyBaseObject_Type.tp_new((PyTypeObject *)cls, tk_state.empty_tuple, NULL), *make = NULL;
+    PyObject *trace = self == NULL || (make = PyObject_GetAttr(tracers, tk_state.s_TraceState)) == NULL
+                          ? NULL
+                          : PyObject_CallNoArgs(make);
+    if (trace == NULL || PyObject_GenericSetAttr(self, tk_state.s_trace_state, trace) < 0 ||
+        PyObject_GenericSetAttr(self, tk_state.s_var_metadata, meta) < 0 ||
+        PyObject_GenericSetAttr(self, tk_state.s_raw_value, value) < 0)
+        Py_CLEAR(self);
+    Py_XDECREF(trace);
+    Py_XDECREF(make);
+    return self;
+}
+
+/* _variable_unflatten: cls._new(children[0], dict(static)), the proof's cls; done here where
+ * cls._new is still the proved function bound to cls (else what it gives is called). */
+static PyObject *variable_make(PyObject *k, PyObject *data, PyObject *const *kids, Py_ssize_t n, int *called) {
+    PyObject *made = K(5), *self = NULL, *meta = NULL, *tracers = NULL;
+    *called = made != Py_None && n >= 1; /* (no child: the function's IndexError) */
+    if (!*called) return NULL;
+    PyObject *cls = PyTuple_GET_ITEM(made, 0), *fn = PyTuple_GET_ITEM(made, 1), *value = kids[0];
+    Py_INCREF(k); /* (code run here may drop the entry's hold on the proof, or the builder's on a child) */
+    Py_INCREF(value);
+    PyObject *bound = PyObject_GetAttr(cls, tk_state.s_new);
+    if (bound != NULL) meta = PyObject_CallOneArg((PyObject *)&PyDict_Type, data);
+    if (meta != NULL && PyMethod_Check(bound) && PyMethod_GET_FUNCTION(bound) == fn && PyMethod_GET_SELF(bound) == cls)
+        tracers = PyDict_GetItemWithError(PyFunction_GetGlobals(fn), tk_state.s_tracers); /* borrowed (str key) */
+    if (tracers != NULL) {
+        Py_INCREF(tracers);
+        self = new_variable(cls, tracers, value, meta);
+        Py_DECREF(tracers);
+    } else if (meta != NULL && !PyErr_Occurred()) { /* (another _new, or no `tracers`: _new's NameError) */
+        self = PyObject_CallFunctionObjArgs(bound, value, meta, NULL);
+    }
+    Py_XDECREF(meta);
+    Py_XDECREF(bound);
+    Py_DECREF(value);
+    Py_DECREF(k);
+    return self;
+}
+
 /* _state_flatten: the values of x._mapping (from x's __dict__) by sorted key, and the keys. */
 static tk_status state_flatten(PyObject *k, PyObject *node, int with_path, PyObject **kids, PyObject **data,
                                PyObject **keys) {
@@ -269,5 +318,12 @@ tk_status tk_known_flatten(PyObject *k, PyObject *node, int with_path, PyObject 
 
 PyObject *tk_known_make(PyObject *k, PyObject *data, PyObject *const *kids, Py_ssize_t n, int *called) {
     *called = 0;
-    return kind(k) == MODULE ? module_make(k, data, kids, n, called) : NULL;
+    switch (kind(k)) {
+    case MODULE:
+        return module_make(k, data, kids, n, called);
+    case VARIABLE:
+        return variable_make(k, data, kids, n, called);
+    default:
+        return NULL;
+    }
 }

@@ -148,6 +148,12 @@ TK_API tk_status tk_defer_error(void);
     X(dataclass_fields, "dataclass flatten function", "dataclass_fields")        \
     X(known, "JAX-only flatten and unflatten functions", "known")                \
     X(mapping, "an nnx State", "_mapping")                                       \
+    X(new, "an nnx Variable", "_new")                                            \
+    X(trace_state, "an nnx Variable", "_trace_state")                            \
+    X(var_metadata, "an nnx Variable", "_var_metadata")                          \
+    X(raw_value, "an nnx Variable", "_raw_value")                                \
+    X(tracers, "flax.nnx.variablelib", "tracers")                                \
+    X(TraceState, "flax.nnx.tracers", "TraceState")                              \
     X(dataclass_init, "dataclass unflatten function", "dataclass_init")          \
     X(original, "treekit.core._registry.SortedKeys", "original")                 \
     X(positions, "treekit.core._registry.SortedKeys", "positions")               \

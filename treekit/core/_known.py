@@ -11,9 +11,13 @@ once a node, and they were most of both libraries' time on such trees (docs/perf
   equals what the templates below (a copy of equinox's, Apache License 2.0) make for the
   class's fields, and its code object equals the one that text compiles to.
 * flax nnx (0.12) flattens a ``Variable`` to its ``_raw_value`` and its ``_var_metadata``
-  items, sorted, and a ``State`` to its ``_mapping``'s values and keys, by sorted key. Proof:
-  the function's code object equals the one the copy below (flax's, Apache License 2.0)
-  compiles to at the function's own first line. Their unflatten functions are still called.
+  items, sorted, and a ``State`` to its ``_mapping``'s values and keys, by sorted key; it makes
+  a ``Variable`` with ``cls._new(value, dict(metadata))``, which makes the instance with
+  ``object.__new__``, gives it a ``tracers.TraceState()`` and stores the three fields with
+  ``object.__setattr__``. Proof: each function's code object equals the one the copy below
+  (flax's, Apache License 2.0) compiles to at the function's own first line, in a module that
+  imports what flax's imports. ``TraceState()`` is still called (it asks JAX for its trace),
+  and so is a ``State``'s unflatten (its class's ``__init__``).
 
 Each proof also checks the names the function reads (``MISSING``, ``len``, ``sorted``, ``jtu``,
 ...) and that the class reads those fields as object does (no ``__getattribute__`` of its own
@@ -145,15 +149,37 @@ def _reads(fn: types.FunctionType, name: str) -> Any:
     return getattr(fn, "__builtins__", {}).get(name, _ABSENT) if found is _ABSENT else found
 
 
-def _compiles_to(fn: Any, source: str, names: dict[str, Any], filename: str = "", first_line: int = 1) -> bool:
+def _as_in_module(source: str, first_line: int, imported: tuple[str, ...]) -> str | None:
+    """``source`` as a module holds it from line ``first_line`` (``None``: too near the top), the
+    names ``imported`` bound by an import statement, which is never run: CPython compiles
+    ``m.f()`` on a name a module imports otherwise than on another."""
+    head = f"if 0:\n import {', '.join(imported)}\n" if imported else ""
+    padding = first_line - 1 - head.count("\n")
+    return None if padding < 0 else head + "\n" * padding + source
+
+
+def _compiles_to(
+    fn: Any, source: str, names: dict[str, Any], filename: str = "", first_line: int = 1, imported: tuple[str, ...] = ()
+) -> bool:
     """Whether ``fn`` is the one function ``source`` defines (compiled from ``first_line``, with
-    ``fn``'s ``from __future__ import annotations``), reading ``names`` as given."""
-    if type(fn) is not types.FunctionType or fn.__defaults__ or fn.__kwdefaults__ or fn.__closure__:
+    ``fn``'s ``from __future__ import annotations``, in a module importing ``imported``),
+    reading ``names`` as given."""
+    text = _as_in_module(source, first_line, imported)
+    if text is None or type(fn) is not types.FunctionType or fn.__defaults__ or fn.__kwdefaults__ or fn.__closure__:
         return False
     flags = fn.__code__.co_flags & __future__.annotations.compiler_flag
-    module = compile("\n" * (first_line - 1) + source, filename, "exec", flags=flags, dont_inherit=True)
+    module = compile(text, filename, "exec", flags=flags, dont_inherit=True)
     code = [c for c in module.co_consts if isinstance(c, types.CodeType)]
     return len(code) == 1 and code[0] == fn.__code__ and all(_reads(fn, k) is v for k, v in names.items())
+
+
+def _made_by_object(cls: type) -> bool:
+    """Whether ``object.__new__(cls)`` makes a ``cls`` and ``object.__setattr__`` applies to one:
+    the first base not made by a class statement is ``object``."""
+    base: type | None = cls
+    while base is not None and base.__flags__ & (1 << 9):  # Py_TPFLAGS_HEAPTYPE
+        base = base.__base__
+    return base is object
 
 
 def _object_like(cls: type) -> bool:
@@ -166,10 +192,7 @@ def _object_like(cls: type) -> bool:
     holder = next((k for k in cls.__mro__ if "__dict__" in vars(k)), None)
     if holder is None or type(vars(holder)["__dict__"]) is not types.GetSetDescriptorType:
         return False
-    base: type | None = cls
-    while base is not None and base.__flags__ & (1 << 9):  # Py_TPFLAGS_HEAPTYPE: object.__new__ checks
-        base = base.__base__  # the first static base's __new__
-    return base is object
+    return _made_by_object(cls)
 
 
 def _equinox(cls: type, flatten: Any, unflatten: Any, flatten_with_keys: Any) -> tuple[Any, ...] | None:
@@ -232,25 +255,76 @@ _STATE = (
 )
 
 
+_VARIABLE_MADE = (
+    """def _variable_unflatten(
+  cls: type[Variable[tp.Any]],
+  static: tuple[tuple[str, tp.Any], ...],
+  children: tuple[tp.Any],
+):
+  return cls._new(children[0], dict(static))
+""",
+    # (Variable._new, a classmethod: its class statement's indent kept by an `if`)
+    """if 1:
+  @classmethod
+  def _new(
+    cls,
+    value: A,
+    metadata: dict[str, tp.Any],
+  ) -> Variable[A]:
+    obj = object.__new__(cls)
+    # skip __setattr__ for trace_state initialization
+    object.__setattr__(obj, '_trace_state', tracers.TraceState())
+    object.__setattr__(obj, '_var_metadata', metadata)
+    object.__setattr__(obj, '_raw_value', value)
+    return obj
+""",
+)
+_FLAX_IMPORTS = ("jtu", "tracers")  # (modules flax's modules import that these functions use)
+
+
+def _flax_text(fn: Any, text: str, names: dict[str, Any], lines_above: int = 0) -> bool:
+    """Whether ``fn`` is the function ``text`` defines where flax's module holds it."""
+    return type(fn) is types.FunctionType and _compiles_to(
+        fn, text, names, first_line=fn.__code__.co_firstlineno - lines_above, imported=_FLAX_IMPORTS
+    )
+
+
 def _flax(texts: tuple[str, str], flatten: Any, flatten_with_keys: Any) -> bool:
     """Whether ``flatten`` (and ``flatten_with_keys``, unless ``None``) are these two functions."""
     names = {"tuple": tuple, "sorted": sorted}
     pairs = [(flatten, texts[0], names)]
     if flatten_with_keys is not None:
         pairs.append((flatten_with_keys, texts[1], {**names, "jtu": sys.modules.get("jax.tree_util")}))
-    return all(
-        type(fn) is types.FunctionType and _compiles_to(fn, text, names, first_line=fn.__code__.co_firstlineno)
-        for fn, text, names in pairs
-    )
+    return all(_flax_text(fn, text, names) for fn, text, names in pairs)
 
 
-def _nnx(cls: type, flatten: Any, flatten_with_keys: Any) -> tuple[Any, ...] | None:
+def _variable_made(unflatten: Any) -> tuple[type, types.FunctionType] | None:
+    """Where ``unflatten`` is ``partial(_variable_unflatten, cls)`` and ``cls._new`` is nnx's:
+    ``cls`` and ``_new``'s function, which ``cls._new`` must still give when a node is made
+    (else what it gives is called), whose globals an exact dict (``tracers`` read there then)."""
+    if type(unflatten) is not functools.partial or unflatten.keywords or len(unflatten.args) != 1:
+        return None
+    cls = unflatten.args[0]
+    if not isinstance(cls, type) or not _made_by_object(cls):
+        return None
+    new = inspect.getattr_static(cls, "_new", None)
+    fn = getattr(new, "__func__", None)
+    if type(new) is not classmethod or type(fn) is not types.FunctionType or type(fn.__globals__) is not dict:
+        return None
+    if _flax_text(unflatten.func, _VARIABLE_MADE[0], {"dict": dict}) and _flax_text(
+        fn, _VARIABLE_MADE[1], {"object": object}, lines_above=1
+    ):
+        return cls, fn
+    return None
+
+
+def _nnx(cls: type, flatten: Any, unflatten: Any, flatten_with_keys: Any) -> tuple[Any, ...] | None:
     if any("__getattribute__" in vars(klass) for klass in cls.__mro__[:-1]):  # (object's reads the fields)
         return None
     if _flax(_VARIABLE, flatten, flatten_with_keys):
         raw, meta = (inspect.getattr_static(cls, name, None) for name in ("_raw_value", "_var_metadata"))
         if type(raw) is types.MemberDescriptorType and type(meta) is types.MemberDescriptorType:
-            return VARIABLE, cls, raw, meta, (GetAttrKey("value"),)
+            return VARIABLE, cls, raw, meta, (GetAttrKey("value"),), _variable_made(unflatten)
     if _flax(_STATE, flatten, flatten_with_keys) and _object_like(cls):
         if inspect.getattr_static(cls, "_mapping", _ABSENT) is _ABSENT:  # (read from the instance's __dict__)
             return STATE, cls
@@ -267,4 +341,4 @@ def known_functions(cls: type, flatten: Any, unflatten: Any, flatten_with_keys: 
     """
     if not isinstance(cls, type):
         return None
-    return _equinox(cls, flatten, unflatten, flatten_with_keys) or _nnx(cls, flatten, flatten_with_keys)
+    return _equinox(cls, flatten, unflatten, flatten_with_keys) or _nnx(cls, flatten, unflatten, flatten_with_keys)
