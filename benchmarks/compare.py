@@ -627,26 +627,50 @@ def run(
             print(_row_text(rows[-1], names), flush=True)
         gc.unfreeze()
     versions = {"python": platform.python_version()} | {name: lib.version for name, lib in libs.items()}
-    return {
-        "machine": machine(),
-        "versions": versions,
-        "settings": {
-            "quick": quick,
-            "rounds": rounds,
-            "target_batch_seconds": target,
-            "statistic": "min",
-            "clock": next(name for name, c in CLOCKS.items() if c is clock),
-        },
-        "libraries": names,
-        "rows": rows,
-        "geomean_ratio_to_jax": geomeans(standard := [r for r in rows if r["group"] == "standard"], names),
+    settings = {
+        "quick": quick,
+        "rounds": rounds,
+        "runs": 1,
+        "target_batch_seconds": target,
+        "statistic": "min",
+        "clock": next(name for name, c in CLOCKS.items() if c is clock),
+    }
+    result = {"machine": machine(), "versions": versions, "settings": settings, "libraries": names, "rows": rows}
+    return totalled(result)
+
+
+def totalled(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with its rows' totals: geometric means, worst rows, the torch check."""
+    rows, names = result["rows"], result["libraries"]
+    standard = [r for r in rows if r["group"] == "standard"]
+    model = [r for r in rows if r["group"] == "model"]
+    return result | {
+        "geomean_ratio_to_jax": geomeans(standard, names),
         "worst_row": worst_rows(standard, names),
-        "model_rows": {
-            "geomean_ratio_to_jax": geomeans(model := [r for r in rows if r["group"] == "model"], names),
-            "worst_row": worst_rows(model, names),
-        },
+        "model_rows": {"geomean_ratio_to_jax": geomeans(model, names), "worst_row": worst_rows(model, names)},
         "torch_check": torch_check(rows),
     }
+
+
+def merged(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result of several whole runs of the same rows (``--runs``): each cell the median
+    of the runs' cells (each a fastest round over jax's fastest round), each time the median
+    of the runs' fastest; every run's cells kept (``ratio_runs``)."""
+    if len(results) == 1:
+        return results[0]
+    rows = []
+    for same in zip(*(r["rows"] for r in results)):
+        ratios = {k: [r["ratio_to_jax"][k] for r in same if k in r["ratio_to_jax"]] for k in same[0]["ratio_to_jax"]}
+        rows.append(
+            same[0]
+            | {
+                "seconds": {k: statistics.median(r["seconds"][k] for r in same) for k in same[0]["seconds"]},
+                "ratio_to_jax": {k: statistics.median(v) for k, v in ratios.items()},
+                "ratio_runs": ratios,
+            }
+        )
+    settings = results[0]["settings"] | {"runs": len(results), "statistic": "median over runs of min"}
+    return totalled(results[0] | {"settings": settings, "rows": rows})
 
 
 def ordered(names: list[str]) -> list[str]:
@@ -764,6 +788,11 @@ def header(names: list[str]) -> str:
     return " ".join(cells)
 
 
+def runs_text(result: dict[str, Any]) -> str:
+    runs = result["settings"].get("runs", 1)
+    return f", the median of {runs} runs" if runs > 1 else ""
+
+
 def summary(result: dict[str, Any]) -> str:
     names = result["libraries"]
     lines = [""]
@@ -783,7 +812,8 @@ def summary(result: dict[str, Any]) -> str:
         )
     lines += _per_leaf_text(result)
     lines.append(
-        "cells: time / jax's time (fastest of the rounds; lower is faster); n/i not installed, n/a no such op, "
+        f"cells: time / jax's time (fastest of the rounds{runs_text(result)}; lower is faster); n/i not installed, "
+        "n/a no such op, "
         "n/b native core not built, diff leaves differ from jax's, err the op raised"
     )
     versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items())
@@ -1046,6 +1076,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trees", help="comma-separated tree names (default: all)")
     parser.add_argument("--ops", help=f"comma-separated, from {','.join(OPS)} (default: all)")
     parser.add_argument("--rounds", type=int, help="rounds per row, the fastest counts (default 9; 3 with --quick)")
+    parser.add_argument(
+        "--runs", type=int, default=1, help="whole runs of the rows, a cell the median of the runs' cells (default 1)"
+    )
     parser.add_argument("--target", type=float, help="seconds per timed batch (default 0.005; 0.001 with --quick)")
     parser.add_argument("--clock", choices=list(CLOCKS), default="cpu", help="the thread's CPU time (default) or wall")
     parser.add_argument(
@@ -1085,7 +1118,7 @@ def main(argv: list[str] | None = None) -> int:
         names.append(BASELINE)
     rounds = args.rounds or (3 if args.quick else 9)
     target = args.target or (0.001 if args.quick else 0.005)
-    passed = ["--rounds", str(rounds), "--target", str(target), "--clock", args.clock]
+    passed = ["--rounds", str(rounds), "--runs", str(args.runs), "--target", str(target), "--clock", args.clock]
     passed += ["--treekit-first"] * args.treekit_first
     passed += (
         ["--quick"] * args.quick + ["--trees", args.trees] * bool(args.trees) + ["--ops", args.ops] * bool(args.ops)
@@ -1106,17 +1139,12 @@ def main(argv: list[str] | None = None) -> int:
     missing |= child_failed
     if BASELINE not in libs:
         parser.error(f"{BASELINE} is the baseline of every ratio; it is {missing.get(BASELINE)}")
-    print(header(ordered([*libs, *elsewhere, *missing])), flush=True)
-    result = run(
-        libs,
-        missing,
-        args.quick,
-        rounds,
-        target,
-        args.trees.split(",") if args.trees else None,
-        args.ops.split(",") if args.ops else None,
-        elsewhere=elsewhere,
-    )
+    results = []
+    only_trees, only_ops = (args.trees.split(",") if args.trees else None), (args.ops.split(",") if args.ops else None)
+    for _ in range(max(1, args.runs)):
+        print(header(ordered([*libs, *elsewhere, *missing])), flush=True)
+        results.append(run(libs, missing, args.quick, rounds, target, only_trees, only_ops, elsewhere=elsewhere))
+    result = merged(results)
     result["versions"] |= child_versions
     print(summary(result))
     if args.json:

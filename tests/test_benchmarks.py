@@ -124,6 +124,26 @@ def test_worst_rows_and_the_torch_check(compare: ModuleType) -> None:
     assert [(b["tree"], b["op"]) for b in check["below"]] == [("c", "map")]
 
 
+def test_several_runs_give_each_cell_its_median(compare: ModuleType) -> None:
+    def result(*ratios: float) -> dict[str, Any]:
+        rows = [
+            {"tree": f"t{i}", "op": "flatten", "group": "model", "notes": {}, "seconds": {"jax": 2.0, "treekit": 2 * r}}
+            | {"ratio_to_jax": {"jax": 1.0, "treekit": r}}
+            for i, r in enumerate(ratios)
+        ]
+        settings = {"runs": 1, "statistic": "min"}
+        return compare.totalled({"settings": settings, "libraries": ["treekit", "jax"], "rows": rows})
+
+    runs = [result(0.5, 1.2), result(0.7, 0.8), result(0.6, 0.9)]
+    assert compare.merged(runs[:1]) is runs[0]
+    both = compare.merged(runs)
+    assert [row["ratio_to_jax"]["treekit"] for row in both["rows"]] == [0.6, 0.9]
+    assert [row["seconds"]["treekit"] for row in both["rows"]] == [1.2, 1.8]
+    assert both["rows"][1]["ratio_runs"]["treekit"] == [1.2, 0.8, 0.9]
+    assert both["model_rows"]["worst_row"]["treekit"] == {"tree": "t1", "op": "flatten", "ratio": 0.9, "above_1": 0}
+    assert both["settings"]["runs"] == 3 and runs[0]["settings"]["runs"] == 1
+
+
 def test_quick_run_times_both_cores_and_writes_json(tmp_path: Path) -> None:
     """The pure core is timed in a child process (under TREEKIT_PURE=1, in this one) and
     joins the table; the native column says n/b where the extension is not in use."""
