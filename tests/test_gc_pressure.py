@@ -361,17 +361,18 @@ PURE = [False]
 @contextmanager
 def pure_core() -> Iterator[None]:
     """The public functions on the pure core (the module globals they read, swapped)."""
-    saved = (_ops.NATIVE, _ops.flatten, _ops._leaves, _ops.flatten_pairs, _treedef.NATIVE)
+    saved = (_ops.NATIVE, _ops.flatten, _ops._leaves, _ops._structure, _ops.flatten_pairs, _treedef.NATIVE)
     _ops.NATIVE = None
     _ops.flatten = _traverse.pure_flatten
     _ops._leaves = lambda tree, is_leaf=None: _traverse.pure_flatten(tree, is_leaf)[0]
+    _ops._structure = lambda tree, is_leaf=None: _traverse.pure_flatten(tree, is_leaf)[1]
     _ops.flatten_pairs = _traverse.pure_flatten_pairs
     _treedef.NATIVE = None
     PURE[0] = True
     try:
         yield
     finally:
-        _ops.NATIVE, _ops.flatten, _ops._leaves, _ops.flatten_pairs, _treedef.NATIVE = saved
+        _ops.NATIVE, _ops.flatten, _ops._leaves, _ops._structure, _ops.flatten_pairs, _treedef.NATIVE = saved
         PURE[0] = False
 
 

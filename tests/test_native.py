@@ -94,6 +94,30 @@ def test_flatten_with_is_leaf_is_the_pure_cores(tree: Any) -> None:
     _same(native.flatten(tree, is_leaf, True), pure_flatten(tree, is_leaf, True))
 
 
+@given(TREES)
+def test_structure_is_the_pure_cores(tree: Any) -> None:
+    def is_leaf(x: Any) -> bool:
+        return x is None or type(x) is tuple
+
+    for given_is_leaf in (None, is_leaf):
+        got, want = native.structure(tree, given_is_leaf), pure_flatten(tree, given_is_leaf)[1]
+        assert got == want and repr(got) == repr(want) and got._nodes == want._nodes
+    assert native.structure(tree) == native.flatten(tree)[1]
+
+
+def test_structure_hands_what_it_does_not_finish_to_the_pure_core() -> None:
+    cycle: list[Any] = [1, [2]]
+    cycle[1].append(cycle)
+
+    def is_leaf(x: Any) -> bool:
+        raise ValueError("is_leaf says no")
+
+    for tree, f in ((cycle, None), ([1, (2,)], is_leaf)):
+        got = _outcome(lambda t=tree, f=f: native.structure(t, f))
+        assert got[0] == "raised" and got == _outcome(lambda t=tree, f=f: pure_flatten(t, f)[1])
+    assert _outcome(lambda: native.structure())[1] is TypeError
+
+
 class JaxKeyed:
     """A node registered with JAX alone, whose flatten_with_keys gives the key entries it holds."""
 

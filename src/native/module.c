@@ -4,6 +4,7 @@
  *   flatten(tree, is_leaf=None, with_path=False, leaf_takes_path=False, label='tree')
  *       treekit.core._traverse.flatten; hands a tree it does not finish to pure_flatten
  *   leaves(tree, is_leaf=None)          treekit.core._traverse.leaves (no records made)
+ *   structure(tree, is_leaf=None)       treekit.core._traverse.structure (no leaves kept)
  *   flatten_pairs(tree, is_leaf, leaf_takes_path)   treekit.core._traverse.flatten_pairs
  *   build(nodes, leaves)                treekit.core._build.interpret; DEFER: let Python build it
  *   guide(nodes, tree, strict=False, is_leaf=None)
@@ -112,6 +113,29 @@ static PyObject *leaves(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_XINCREF(out);
     Py_DECREF(r);
     if (out == NULL) PyErr_SetString(PyExc_SystemError, "treekit.core._traverse.pure_flatten returned no leaves");
+    return out;
+}
+
+/* structure(tree, is_leaf=None) -> TreeDef: flatten(tree, is_leaf)[1], no leaves list kept.
+ * Return value: New reference. */
+static PyObject *structure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "structure(tree, is_leaf=None)");
+        return NULL;
+    }
+    if (tk_ready() < 0) return NULL;
+    PyObject *records = NULL, *r = NULL;
+    tk_status how = tk_walk(args[0], nargs > 1 && args[1] != Py_None ? args[1] : NULL, 0, 0, NULL, &records, NULL, NULL);
+    if (how == TK_OK) {
+        r = tk_treedef(records);
+        Py_DECREF(records);
+        return r;
+    }
+    if (how != TK_DEFER || (r = pure(tk_state.s_pure_flatten, args, (size_t)nargs, NULL)) == NULL) return NULL;
+    PyObject *out = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3 ? PyTuple_GET_ITEM(r, 1) : NULL;
+    Py_XINCREF(out);
+    Py_DECREF(r);
+    if (out == NULL) PyErr_SetString(PyExc_SystemError, "treekit.core._traverse.pure_flatten returned no TreeDef");
     return out;
 }
 
@@ -265,6 +289,8 @@ static PyMethodDef METHODS[] = {
      "treekit.core._traverse.flatten, in C (hands what it does not finish to the pure core)."},
     {"leaves", (PyCFunction)(void (*)(void))leaves, METH_FASTCALL,
      "treekit.core._traverse.leaves, in C (hands what it does not finish to the pure core)."},
+    {"structure", (PyCFunction)(void (*)(void))structure, METH_FASTCALL,
+     "treekit.core._traverse.structure, in C (hands what it does not finish to the pure core)."},
     {"build", (PyCFunction)(void (*)(void))build, METH_FASTCALL,
      "treekit.core._build.interpret, in C; returns DEFER to let Python build it."},
     {"guide", (PyCFunction)(void (*)(void))guide, METH_FASTCALL,

@@ -43,7 +43,7 @@ typedef struct {
     /* As the pure walker: look for a cycle when the work (children of stacked nodes plus
      * nodes done) has doubled since the last scan, and hand a tree deeper than
      * treekit.core._traverse.MAX_DEPTH to Python, which raises (see _traverse._look). */
-    Py_ssize_t made; /* records made (counted only, without `nodes`) */
+    Py_ssize_t made, leaves_made; /* records made (counted only, without `nodes`); leaves met */
     Py_ssize_t work, scan_at, look_at, max_depth;
     Frame first[FIRST_FRAMES]; /* (fields set as frames are pushed) */
     PyObject *first_path[FIRST_FRAMES];
@@ -245,8 +245,9 @@ static int classify(Walk *w, Frame *f, Child *ch) {
 
 /* ch's child, a leaf: appended, with its record and key path. 0, or -1 with an exception. */
 static int add_leaf(Walk *w, Frame *f, Child *ch) {
-    int bad = PyList_Append(w->leaves, ch->child) < 0 || (w->nodes != NULL && tk_buf_push(w->nodes, tk_state.LEAF) < 0);
-    w->made++;
+    int bad = (w->leaves != NULL && PyList_Append(w->leaves, ch->child) < 0) ||
+              (w->nodes != NULL && tk_buf_push(w->nodes, tk_state.LEAF) < 0);
+    w->made++, w->leaves_made++;
     if (!bad && w->with_path) {
         PyObject *at = path_to(w->path, w->depth, ch->key, f->tracked);
         bad = at == NULL || PyList_Append(w->paths, at) < 0;
@@ -305,12 +306,13 @@ static int take_leaves(Walk *w, Frame *f, Child *ch, Py_ssize_t n) {
         if (tk_memo_leaf_type(&w->ctx, Py_TYPE(PySequence_Fast_GET_ITEM(ch->kids, j))) != 1) break;
     }
     if (j != n || PySequence_Fast_GET_SIZE(ch->kids) != n) return 0;
-    Py_ssize_t at = PyList_GET_SIZE(w->leaves);
+    Py_ssize_t at = w->leaves == NULL ? 0 : PyList_GET_SIZE(w->leaves);
     int bad = 0;
-    if (n <= FEW_LEAVES) /* (appends cost less than a slice assignment's set-up for a few) */
+    if (w->leaves != NULL && n <= FEW_LEAVES) /* (appends cost less than a slice assignment's set-up for a few) */
         for (j = 0; !bad && j < n; j++) bad = PyList_Append(w->leaves, PySequence_Fast_GET_ITEM(ch->kids, j)) < 0;
-    else
+    else if (w->leaves != NULL)
         bad = PyList_SetSlice(w->leaves, at, at, ch->kids) < 0;
+    w->leaves_made += n;
     for (j = 0; !bad && w->nodes != NULL && j < n; j++) bad = tk_buf_push(w->nodes, tk_state.LEAF) < 0;
     bad = bad || (w->nodes != NULL && tk_add_record(w->nodes, &w->made_records, ch->ntype, ch->data, n, n, n + 1) < 0);
     w->made += n + 1;
@@ -348,7 +350,7 @@ static int push_frame(Walk *w, Child *ch, Py_ssize_t n) {
     g->keys = ch->keys;
     g->n = n;
     g->i = 0;
-    g->leaf_start = PyList_GET_SIZE(w->leaves);
+    g->leaf_start = w->leaves_made;
     g->node_start = w->made;
     if (w->with_path) {
         PyObject *key = ch->key;
@@ -407,7 +409,7 @@ done:
 static int pop_frame(Walk *w) {
     Frame *f = &w->frames[w->depth - 1];
     if (w->nodes != NULL && tk_add_record(w->nodes, &w->made_records, f->ntype, f->data, f->n,
-                                          PyList_GET_SIZE(w->leaves) - f->leaf_start, w->made - f->node_start + 1) < 0)
+                                          w->leaves_made - f->leaf_start, w->made - f->node_start + 1) < 0)
         return -1;
     w->made++;
     frame_clear(f);
@@ -478,7 +480,7 @@ tk_status tk_walk(PyObject *tree, PyObject *is_leaf, int with_path, int takes_pa
     w.path = w.first_path;
     w.cap = FIRST_FRAMES;
     w.depth = 0;
-    w.made = w.work = 0;
+    w.made = w.leaves_made = w.work = 0;
     tk_status how = walk_open(&w, tree);
     while (how == TK_OK) {
         Frame *f = &w.frames[w.depth - 1];

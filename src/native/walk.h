@@ -5,8 +5,9 @@
 #include "errors.h"
 #include "node.h"
 
-/* A tree to its leaves (appended to the list `leaves`), its post-order node records (a new
- * tuple in *records; `records` NULL: the leaves only, no records made) and, with_path, each
+/* A tree to its leaves (appended to the list `leaves`; NULL: not kept, the structure only),
+ * its post-order node records (a new tuple in *records; `records` NULL: the leaves only, no
+ * records made) and, with_path (never without `leaves`), each
  * leaf's key path (appended to the list `paths`); takes_path: is_leaf(path, x). `label`
  * (NULL: 'tree') names the tree in errors. TK_OK, TK_DEFER (a mismatch, a cycle, a tree too
  * deep: nothing raised; the lists hold what was found so far), TK_ERROR (a user function's

@@ -81,6 +81,7 @@ from treekit.core._traverse import LeafPaths as LeafPaths
 from treekit.core._traverse import flatten as flatten
 from treekit.core._traverse import flatten_pairs as flatten_pairs
 from treekit.core._traverse import leaves as leaves
+from treekit.core._traverse import structure as structure
 from treekit.core._treedef import TreeDef as TreeDef
 from treekit.core._treedef import as_treedef as as_treedef
 from treekit.core._treedef import tuple_of as tuple_of

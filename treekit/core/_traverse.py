@@ -13,7 +13,7 @@ from treekit.core._keys import FlattenedIndexKey, KeyPath, SequenceKey, keystr
 from treekit.core._registry import LIST, MISSING, TUPLE, TYPES, resolve, sequence_keys
 from treekit.core._treedef import LEAF, Node, TreeDef
 
-__all__ = ["IsLeaf", "LeafPaths", "flatten", "leaves"]
+__all__ = ["IsLeaf", "LeafPaths", "flatten", "leaves", "structure"]
 
 _LEAF_RUNS = [(LEAF,) * k for k in range(16)]  # the records of k leaves (extending by a tuple is cheap)
 
@@ -234,6 +234,11 @@ def leaves(tree: Any, is_leaf: IsLeaf | None = None) -> list[Any]:
     return flatten(tree, is_leaf)[0]
 
 
+def structure(tree: Any, is_leaf: IsLeaf | None = None) -> TreeDef:
+    """The structure of ``tree``: ``flatten(tree, is_leaf)[1]`` (the native core keeps no leaves)."""
+    return flatten(tree, is_leaf)[1]
+
+
 class LeafPaths:
     """The key paths of a tree's leaves, each made when asked for: ``paths[i]`` is leaf ``i``'s.
 
@@ -291,4 +296,5 @@ pure_flatten_pairs = flatten_pairs
 if NATIVE is not None:
     flatten = NATIVE.flatten
     leaves = NATIVE.leaves
+    structure = NATIVE.structure
     flatten_pairs = NATIVE.flatten_pairs  # its lists and tuples kept from the garbage collector where they can be

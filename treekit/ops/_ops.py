@@ -9,6 +9,7 @@ from typing import Any, NoReturn, TypeVar
 
 from treekit.core import NATIVE, Caller, IsLeaf, KeyPath, TreeDef, as_treedef, flatten, flatten_pairs, noted
 from treekit.core import leaves as _leaves
+from treekit.core import structure as _structure
 
 __all__ = [
     "PyTree",
@@ -124,7 +125,7 @@ def tree_structure(tree: PyTree, is_leaf: IsLeaf | None = None) -> TreeDef:
     Raises:
         TreeCycleError: If ``tree`` holds a cycle; also ``TypeError`` as :func:`tree_flatten`.
     """
-    return flatten(tree, is_leaf)[1]
+    return _structure(tree, is_leaf)
 
 
 def tree_flatten_with_path(
