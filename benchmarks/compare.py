@@ -621,6 +621,8 @@ def run(
                     row["seconds"][name] = theirs["seconds"][name]
                     row["ratio_to_jax"][name] = theirs["ratio_to_jax"][name]
                     row.setdefault("jax_seconds_elsewhere", {})[name] = theirs["seconds"][BASELINE]
+                    if name in theirs.get("ratio_runs", {}):  # (its runs, made in its process)
+                        row.setdefault("ratio_runs", {})[name] = theirs["ratio_runs"][name]
                 else:
                     row["notes"][name] = theirs["notes"].get(name, "not timed") if theirs else "not timed"
             rows.append(row)
@@ -666,7 +668,7 @@ def merged(results: list[dict[str, Any]]) -> dict[str, Any]:
             | {
                 "seconds": {k: statistics.median(r["seconds"][k] for r in same) for k in same[0]["seconds"]},
                 "ratio_to_jax": {k: statistics.median(v) for k, v in ratios.items()},
-                "ratio_runs": ratios,
+                "ratio_runs": ratios | same[0].get("ratio_runs", {}),  # (another process's: as it ran them)
             }
         )
     settings = results[0]["settings"] | {"runs": len(results), "statistic": "median over runs of min"}
