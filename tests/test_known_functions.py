@@ -436,7 +436,7 @@ def _unflattens_alike(tree: Any) -> Any:
     want = _unflatten_outcome(jtu.tree_unflatten, treedef, leaves)
     assert _unflatten_outcome(treekit.tree_unflatten, treekit.tree_structure(tree), leaves) == want
     pure = pure_flatten(tree)[1]._nodes
-    assert _unflatten_outcome(lambda nodes, leaves: interpret(nodes, leaves), pure, leaves) == want
+    assert _unflatten_outcome(interpret, pure, leaves) == want
     return want
 
 
@@ -506,12 +506,12 @@ def test_a_variable_unflatten_other_than_nnx_s_is_called(unflatten: Any, why: st
 
 
 def test_a_changed_variable_new_is_not_taken() -> None:
-    changed = ({"tracers": TRACERS}, _known._VARIABLE_MADE[1].replace("TraceState()", "TraceState() or 1"))
-    _flax_copy(changed[1], changed[0])
+    ns: dict[str, Any] = {"tracers": TRACERS}
+    _flax_copy(_known._VARIABLE_MADE[1].replace("TraceState()", "TraceState() or 1"), ns)
 
     class Changed(Variable):
         __slots__ = ()
-        _new = changed[0]["_new"]
+        _new = ns["_new"]
 
     unflatten = functools.partial(_variable_unflatten, Changed)
     assert _known.known_functions(Changed, _variable_flatten, unflatten, _variable_keys)[5] is None  # type: ignore[index]

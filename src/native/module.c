@@ -92,51 +92,44 @@ done:
     return result;
 }
 
-/* leaves(tree, is_leaf=None) -> list: flatten(tree, is_leaf)[0] without making records.
- * Return value: New reference. */
-static PyObject *leaves(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+/* leaves(tree, is_leaf=None) -> list and structure(tree, is_leaf=None) -> TreeDef: item
+ * `part` of flatten(tree, is_leaf) (0: the leaves, no records made; 1: the TreeDef, no leaves
+ * kept). Return value: New reference. */
+static PyObject *flatten_part(PyObject *const *args, Py_ssize_t nargs, int part) {
+    static const char *const what[2][2] = {{"leaves(tree, is_leaf=None)", "leaves"},
+                                           {"structure(tree, is_leaf=None)", "TreeDef"}};
     if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "leaves(tree, is_leaf=None)");
+        PyErr_SetString(PyExc_TypeError, what[part][0]);
         return NULL;
     }
     if (tk_ready() < 0) return NULL;
-    PyObject *is_leaf = nargs > 1 && args[1] != Py_None ? args[1] : NULL;
-    PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
-    tk_status how = tk_walk(args[0], is_leaf, 0, 0, out, NULL, NULL, NULL);
+    PyObject *is_leaf = nargs > 1 && args[1] != Py_None ? args[1] : NULL, *records = NULL;
+    PyObject *out = part ? NULL : PyList_New(0);
+    if (!part && out == NULL) return NULL;
+    tk_status how = tk_walk(args[0], is_leaf, 0, 0, out, part ? &records : NULL, NULL, NULL);
+    if (how == TK_OK && part) {
+        out = tk_treedef(records);
+        Py_DECREF(records);
+    }
     if (how == TK_OK) return out;
-    Py_DECREF(out);
+    Py_XDECREF(out);
     if (how != TK_DEFER) return NULL;
     PyObject *r = pure(tk_state.s_pure_flatten, args, (size_t)nargs, NULL);
     if (r == NULL) return NULL;
-    out = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3 ? PyTuple_GET_ITEM(r, 0) : NULL;
+    out = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3 ? PyTuple_GET_ITEM(r, part) : NULL;
     Py_XINCREF(out);
     Py_DECREF(r);
-    if (out == NULL) PyErr_SetString(PyExc_SystemError, "treekit.core._traverse.pure_flatten returned no leaves");
+    if (out == NULL)
+        PyErr_Format(PyExc_SystemError, "treekit.core._traverse.pure_flatten returned no %s", what[part][1]);
     return out;
 }
 
-/* structure(tree, is_leaf=None) -> TreeDef: flatten(tree, is_leaf)[1], no leaves list kept.
- * Return value: New reference. */
+static PyObject *leaves(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return flatten_part(args, nargs, 0);
+}
+
 static PyObject *structure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "structure(tree, is_leaf=None)");
-        return NULL;
-    }
-    if (tk_ready() < 0) return NULL;
-    PyObject *records = NULL, *r = NULL;
-    tk_status how = tk_walk(args[0], nargs > 1 && args[1] != Py_None ? args[1] : NULL, 0, 0, NULL, &records, NULL, NULL);
-    if (how == TK_OK) {
-        r = tk_treedef(records);
-        Py_DECREF(records);
-        return r;
-    }
-    if (how != TK_DEFER || (r = pure(tk_state.s_pure_flatten, args, (size_t)nargs, NULL)) == NULL) return NULL;
-    PyObject *out = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3 ? PyTuple_GET_ITEM(r, 1) : NULL;
-    Py_XINCREF(out);
-    Py_DECREF(r);
-    if (out == NULL) PyErr_SetString(PyExc_SystemError, "treekit.core._traverse.pure_flatten returned no TreeDef");
-    return out;
+    return flatten_part(args, nargs, 1);
 }
 
 /* flatten_pairs(tree, is_leaf, leaf_takes_path) -> (pairs, TreeDef). Return value: New reference. */
