@@ -16,7 +16,7 @@ import pytest
 np = pytest.importorskip("numpy")
 
 import treekit  # noqa: E402
-from treekit.checkpoint import _atomic  # noqa: E402
+from treekit.files import _atomic  # noqa: E402
 
 
 def mode(path: Path) -> int:

@@ -24,7 +24,7 @@ MAX_LINES = 500
 # The layers, bottom first: a module imports only from its own layer and those before it.
 # "namespaces" are the public modules at the top of the package (treekit, treekit.tree,
 # treekit.params, treekit.testing, treekit.schedules); the command line sits on them.
-LAYERS = ["core", "ops", "sharding", "look", "checks", "optim", "checkpoint", "data", "namespaces", "cli"]
+LAYERS = ["core", "ops", "sharding", "look", "checks", "optim", "files", "checkpoint", "data", "namespaces", "cli"]
 SUBPACKAGES = [name for name in LAYERS if (PACKAGE / name / "__init__.py").is_file()]
 
 

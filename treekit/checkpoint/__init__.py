@@ -7,9 +7,9 @@
 """Checkpoints: save, load, load_leaf and metadata over .npz and .safetensors files."""
 
 from treekit.checkpoint._io import load as load
-from treekit.checkpoint._io import load_leaf as load_leaf
-from treekit.checkpoint._io import metadata as metadata
 from treekit.checkpoint._io import save as save
+from treekit.checkpoint._lookup import load_leaf as load_leaf
+from treekit.checkpoint._lookup import metadata as metadata
 from treekit.checkpoint._manager import CheckpointManager as CheckpointManager
 from treekit.checkpoint._npz import NPY_MAGIC as NPY_MAGIC
 from treekit.checkpoint._npz import PickleRefused as PickleRefused

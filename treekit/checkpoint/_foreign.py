@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from treekit.checkpoint._json import bounded_json
+from treekit.files import Where, read_bytes
 
 __all__ = ["read_index", "rename_rules", "renamed"]
 
@@ -37,23 +38,22 @@ def renamed(name: str, rules: list[tuple[re.Pattern[str], str]]) -> str:
     return name
 
 
-def read_index(index: str | os.PathLike[str], mmap: bool) -> dict[str, Any]:
-    """The tensors of a Hugging Face ``model.safetensors.index.json`` and its shard files, by name."""
+def read_index(found: Where, mmap: bool) -> dict[str, Any]:
+    """The tensors of a Hugging Face ``model.safetensors.index.json`` and its shard files (in its
+    folder, local or remote), by name."""
     from treekit.checkpoint import _header, _safetensors
 
-    where = os.fspath(index)
-    if os.path.getsize(where) > _header.MAX_HEADER:
-        raise ValueError(f"{where}: expected an index of at most {_header.MAX_HEADER} bytes, got more")
-    with open(where, "rb") as f:
-        index = bounded_json(f.read(), where)  # (refused before parsing if it would take too much memory)
+    where = str(found)
+    raw = read_bytes(found, _header.MAX_HEADER)
+    index = bounded_json(raw, where)  # (refused before parsing if it would take too much memory)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise ValueError(f"{where}: expected JSON with a \"weight_map\" of tensor names to file names")
-    folder, out = os.path.dirname(os.path.abspath(where)), {}
+    out = {}
     for shard in dict.fromkeys(weight_map.values()):
-        if os.path.basename(shard) != shard:
+        if os.path.basename(shard) != shard or "/" in shard or shard in ("", ".", ".."):
             raise ValueError(f"{where}: expected shard file names in its folder, got {shard!r}")
-        tensors, _ = _safetensors.read(os.path.join(folder, shard), mmap=mmap)
+        tensors, _ = _safetensors.read(found.sibling(shard), mmap=mmap)
         out.update({name: tensors[name] for name in tensors if weight_map.get(name) == shard})
     if missing := [name for name in weight_map if name not in out]:
         raise ValueError(f"{where}: tensors {missing[:3]} ({len(missing)} in all) are not in the shards it names")

@@ -18,21 +18,21 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from treekit.checkpoint import _saved, _values
-from treekit.checkpoint._atomic import atomic_file
 from treekit.checkpoint._foreign import read_index, rename_rules, renamed
 from treekit.checkpoint._npz import PICKLE_FILE, ZIP_HEADS, PickleRefused, file_head, may_be_pickle, read_npz
 from treekit.checkpoint._restore import floating_as, restore
 from treekit.checkpoint._shards import place, placed_on_mesh
 from treekit.core import dtype_name, flatten, keystr
+from treekit.files import Where, file_size, locate, writing
 
-__all__ = ["PickleRefused", "load", "load_leaf", "metadata", "read_npz", "save"]
+__all__ = ["RECORD", "PickleRefused", "damaged", "load", "parse_record", "read_npz", "save", "uncollected"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-_RECORD = "__treekit__"
+RECORD = "__treekit__"
 
 
-def _uncollected(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+def uncollected(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """``fn`` run with the cyclic garbage collector paused (as it was before, after): a record
     and a header make objects by the ten thousand, none in a cycle, and the collections their
     making sets off walk them again and again (a fifth of a 20,000-leaf load)."""
@@ -50,8 +50,15 @@ def _uncollected(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     return run
 
 
-@_uncollected
-def save(path: str | os.PathLike[str], tree: Any, *, names: str | None = None) -> None:
+@uncollected
+def save(
+    path: str | os.PathLike[str] | Where,
+    tree: Any,
+    *,
+    names: str | None = None,
+    filesystem: Any = None,
+    storage_options: dict[str, Any] | None = None,
+) -> None:
     """Write ``tree`` to the file ``path``, atomically; :func:`load` reads it back.
 
     A name ending in ``.npz`` gets treekit 0.1's layout (a ``.npz`` of ``.npy`` members); any
@@ -74,7 +81,9 @@ def save(path: str | os.PathLike[str], tree: Any, *, names: str | None = None) -
     stored as tensors or ``.npy`` members; numbers, strings and bytes in the structure
     record. Nothing is pickled. The file is written to a temporary file in the same folder and renamed over
     ``path`` only once complete: a crash or error leaves the old file (or none), never half
-    of a new one.
+    of a new one. A URL (``s3://bucket/run/params.safetensors``, ``gs://...``, any fsspec
+    filesystem's) is written to a local temporary file first, then uploaded as one object,
+    which the store shows only once complete (docs/cloud.md).
 
     >>> import os, tempfile
     >>> with tempfile.TemporaryDirectory() as d:
@@ -91,13 +100,18 @@ def save(path: str | os.PathLike[str], tree: Any, *, names: str | None = None) -
     complete or absent.
 
     Args:
-        path: The file to write (used as given: no suffix is added).
+        path: The file to write (used as given: no suffix is added), or its URL.
         tree: Any pytree whose nodes and leaves are of the kinds above.
         names: How tensors are named: ``'.'`` (the default for safetensors files: key entries
             joined by dots, as PyTorch and Hugging Face name them), ``'/'`` (the default for
             ``.npz``: as ``flatten_dict`` joins them) or ``'keystr'`` (``['params']['w']``,
             never ambiguous). :func:`load` finds leaves by the key paths in the record, so any
             choice round-trips exactly.
+        filesystem: The pyarrow or fsspec filesystem ``path`` is on (``None``: the one its
+            URL's scheme names, else the local disk).
+        storage_options: Options for the filesystem a URL names (credentials, an endpoint:
+            ``{'endpoint_url': ...}`` for s3fs), as fsspec takes them; the standard environment
+            and credential chains apply without them.
 
     Raises:
         TypeError: If an array leaf cannot be saved without pickle (an object array, one
@@ -105,58 +119,57 @@ def save(path: str | os.PathLike[str], tree: Any, *, names: str | None = None) -
         ValueError: If two array leaves get one tensor name (``{'a.b': x, 'a': {'b': y}}``
             with ``'.'``); the message names both key paths.
         OSError: If the file cannot be written.
+        treekit.files.MissingExtra: For a URL whose filesystem needs the ``remote`` extra.
     """
     import numpy as np
 
     from treekit.checkpoint import _safetensors
 
-    target = os.fspath(path)
-    npz = target.endswith(".npz")  # treekit 0.1's layout
+    where = locate(path, filesystem, storage_options)
+    npz = where.path.endswith(".npz")  # treekit 0.1's layout
 
     def stored(dtype: Any) -> bool:
         return dtype.num < 256 and dtype.kind != "V" if npz else _safetensors.code_of(dtype) is not None
 
     record, arrays = _saved.record_of(tree, stored, names or ("/" if npz else "."))
     if not npz:  # ("format": what Hugging Face's loaders ask of a file: "pt", the plain layout)
-        _safetensors.write(target, arrays.items(), {"format": "pt", _RECORD: record})
+        _safetensors.write(where, arrays.items(), {"format": "pt", RECORD: record})
         return
     arrays = {name: np.asarray(array) for name, array in arrays.items()}
-    arrays[_RECORD] = np.frombuffer(record.encode("utf-8"), np.uint8)
-    with atomic_file(target) as f:
+    arrays[RECORD] = np.frombuffer(record.encode("utf-8"), np.uint8)
+    with writing(where) as f:
         np.savez(f, **arrays)
 
 
-def _read(path: str | os.PathLike[str], mmap: bool, max_bytes: int | None = None) -> tuple[Any, dict[str, Any], str]:
+def _read(path: Where, mmap: bool, max_bytes: int | None = None) -> tuple[Any, dict[str, Any], str]:
     """(the structure record, or None for a file treekit did not write; the arrays by name; what
     separates a foreign file's names: '/' in a .npz (flatten_dict's), '.' in a .safetensors (HF's))."""
-    if file_head(path) in ZIP_HEADS or os.fspath(path).endswith(".npz"):
+    if file_head(path) in ZIP_HEADS or path.path.endswith(".npz"):
         arrays = read_npz(path, max_bytes)
-        raw = arrays.pop(_RECORD, None)
-        return (None if raw is None else _parse(path, bytes(raw))), arrays, "/"
+        raw = arrays.pop(RECORD, None)
+        return (None if raw is None else parse_record(path, bytes(raw))), arrays, "/"
     from treekit.checkpoint import _safetensors
 
-    size = os.path.getsize(path)
+    size = file_size(path)
     if max_bytes is not None and size > max_bytes:  # (a header's claims never pass the file's size)
-        raise ValueError(f"{os.fspath(path)}: expected at most max_bytes={max_bytes} bytes, got {size}")
+        raise ValueError(f"{path}: expected at most max_bytes={max_bytes} bytes, got {size}")
     try:
         tensors, metadata = _safetensors.read(path, mmap=mmap)
     except ValueError:
         if may_be_pickle(file_head(path)):
             raise PickleRefused(PICKLE_FILE) from None
         raise
-    raw = metadata.get(_RECORD)
-    record = None if raw is None else _parse(path, raw.encode("utf-8"), tensors, lambda a: dtype_name(a.dtype))
+    raw = metadata.get(RECORD)
+    record = None if raw is None else parse_record(path, raw.encode("utf-8"), tensors, lambda a: dtype_name(a.dtype))
     return record, tensors, "."
 
 
-def _parse(
-    path: str | os.PathLike[str], raw: bytes, tensors: dict[str, Any] | None = None, dtype: Any = None
-) -> Any:
+def parse_record(path: Where, raw: bytes, tensors: dict[str, Any] | None = None, dtype: Any = None) -> Any:
     """The structure record; with the header's ``tensors`` by name (``dtype(tensor)``: its dtype's
     name), checked to agree with them: each named once, each dtype the record claims the header's."""
     from treekit.checkpoint._json import bounded_json
 
-    where = os.fspath(path)
+    where = str(path)
     record = bounded_json(raw, f"{where}: damaged or unreadable treekit structure record")
     entries = record.get("nodes") if isinstance(record, dict) else None
     if tensors is None or not isinstance(entries, list):
@@ -188,9 +201,9 @@ def _parse(
     return record
 
 
-@_uncollected
+@uncollected
 def load(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Where,
     like: Any = None,
     *,
     mmap: bool = False,
@@ -199,6 +212,8 @@ def load(
     max_bytes: int | None = None,
     strict: bool = True,
     dtype: Any = None,
+    filesystem: Any = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Any:
     r"""The tree :func:`save` wrote to ``path``; with ``like``, restored into that template.
 
@@ -223,7 +238,9 @@ def load(
 
     Args:
         path: A file written by :func:`save`, any ``.npz`` or ``.safetensors`` file, or a
-            Hugging Face ``model.safetensors.index.json`` (its shards are read from its folder).
+            Hugging Face ``model.safetensors.index.json`` (its shards are read from its folder);
+            or its URL: a remote safetensors file's header is read first, then its arrays'
+            bytes in ranges fetched concurrently (a ``.npz`` through its zip directory).
         like: A template: the result has its structure (node types, static fields, node
             data) and the file's leaves, found by key path; array leaves (or anything with
             ``shape`` and ``dtype``) must match the file's in shape, and get ``like``'s dtype
@@ -235,7 +252,7 @@ def load(
             matched by name: ``like``'s key paths joined by ``.`` (``model.layers.0.weight``)
             for safetensors files, by ``/`` for ``.npz`` files.
         mmap: Map the arrays of a safetensors file read-only instead of reading them: memory
-            grows only by what is touched.
+            grows only by what is touched (a local file; a remote one is read).
         rename: ``(regex, replacement)`` rules applied in turn (``re.sub``) to the names of a
             file treekit did not write, before matching: ``[('^model[.]', ''), ('[.]weight$',
             '.kernel')]``.
@@ -258,6 +275,8 @@ def load(
         dtype: Cast every floating-point array to this dtype (``jnp.bfloat16``, ``'float32'``)
             where its values fit (finite ones stay finite), as ``model.to(dtype)`` would;
             integer arrays are kept.
+        filesystem: The pyarrow or fsspec filesystem ``path`` is on (see :func:`save`).
+        storage_options: Options for the filesystem a URL names (see :func:`save`).
 
     Returns:
         The tree.
@@ -276,7 +295,8 @@ def load(
         OSError: If the file cannot be read.
     """
     on_mesh = shardings is not None or (like is not None and any(map(placed_on_mesh, flatten(like)[0])))
-    loaded = _load(path, like, on_mesh or mmap, rename, max_bytes, strict)
+    where = locate(path, filesystem, storage_options)
+    loaded = _load(where, like, on_mesh or mmap, rename, max_bytes, strict)
 
     def finish(tree: Any) -> Any:  # (dtype=, then the devices: each array cast before it is placed)
         tree = tree if dtype is None else floating_as(tree, dtype)
@@ -286,7 +306,7 @@ def load(
 
 
 def _load(
-    path: str | os.PathLike[str],
+    path: Where,
     like: Any,
     mmap: bool,
     rename: Sequence[tuple[str, str]],
@@ -296,7 +316,7 @@ def _load(
     if not strict and like is None:
         raise ValueError("strict=False: expected like= too (the template whose leaves the file may lack)")
     rules = rename_rules(rename)
-    if os.fspath(path).endswith(".index.json"):  # Hugging Face's shards: {"weight_map": {name: file}}
+    if path.path.endswith(".index.json"):  # Hugging Face's shards: {"weight_map": {name: file}}
         record, arrays, sep = None, read_index(path, mmap), "."
     else:
         record, arrays, sep = _read(path, mmap, max_bytes)
@@ -309,7 +329,7 @@ def _load(
         from treekit.ops import unflatten_dict
 
         return unflatten_dict(arrays)
-    with _damaged(path):
+    with damaged(path):
         if like is None:
             return _saved.rebuild(record, arrays)
         flat = _saved.by_path(record, arrays)
@@ -317,154 +337,14 @@ def _load(
 
 
 @contextlib.contextmanager
-def _damaged(path: str | os.PathLike[str]) -> Iterator[None]:
+def damaged(path: Where) -> Iterator[None]:
     """What reading a structure record raises, as one ValueError naming the file (_saved.NeedsTemplate as itself)."""
     try:
         yield
     except _saved.NeedsTemplate:
         raise
     except _values.Undefined as exc:  # (an intact file, a class this process lacks)
-        raise ValueError(f"{os.fspath(path)}: {exc}") from None
+        raise ValueError(f"{path}: {exc}") from None
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
         detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
-        raise ValueError(f"{os.fspath(path)}: damaged or unreadable treekit structure record ({detail})") from None
-
-
-def _header(path: str | os.PathLike[str]) -> tuple[Any, Any]:
-    """(the structure record or None, the safetensors header) of a file, read from its header alone."""
-    from treekit.checkpoint import _safetensors
-
-    if file_head(path) in ZIP_HEADS:
-        raise ValueError(
-            f"{os.fspath(path)}: expected a .safetensors file (treekit.save's layout), got a .npz; "
-            "treekit.load reads a .npz whole"
-        )
-    try:
-        header = _safetensors.read_header(path)
-    except ValueError:
-        if may_be_pickle(file_head(path)):
-            raise PickleRefused(PICKLE_FILE) from None
-        raise
-    raw = header.metadata.get(_RECORD)
-    record = None if raw is None else _parse(path, raw.encode("utf-8"), header.tensors, _safetensors.dtype_name_of)
-    return record, header
-
-
-@_uncollected
-def metadata(path: str | os.PathLike[str]) -> Any:
-    """The tree saved in the ``.safetensors`` file ``path``, with :class:`~treekit.ShapeDtype` leaves for
-    its arrays, read from the file's header alone (no array bytes, no jax).
-
-    Other leaves come back as saved; typed PRNG keys as the shape and dtype of their key data.
-    Where the structure needs a template (nodes only their class builds: see :func:`load`),
-    and for a safetensors file treekit did not write, a flat dict from each array's name (its
-    key path, as :func:`treekit.keystr` writes it) to its ``ShapeDtype``.
-
-    >>> import os, tempfile
-    >>> import numpy as np
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     name = os.path.join(d, 'ckpt.safetensors')
-    ...     save(name, {'w': np.zeros((2, 3), np.float32), 'step': 10})
-    ...     metadata(name)
-    {'w': ShapeDtype(shape=(2, 3), dtype='float32'), 'step': 10}
-
-    Args:
-        path: A ``.safetensors`` file (treekit's, or another tool's).
-
-    Returns:
-        The tree with ``ShapeDtype`` leaves for its arrays, or a flat dict (see above).
-
-    Raises:
-        ValueError: For a damaged file or one of another kind, naming the file and what is wrong.
-    """
-    from treekit.checkpoint import _safetensors
-    from treekit.core import ShapeDtype
-
-    record, header = _header(path)
-    specs = {name: ShapeDtype(t.shape, _safetensors.dtype_name_of(t)) for name, t in header.tensors.items()}
-
-    def spec(entry: Any, _: Any) -> Any:
-        if type(entry) is str:
-            return specs[entry]
-        if "value" in entry:
-            return _values.decode(entry["value"])
-        saved = specs[entry["array"]]
-        return ShapeDtype(tuple(entry["shape"]), entry["dtype"]) if "shape" in entry else saved
-
-    if record is None:
-        return specs
-    with _damaged(path):
-        try:
-            return _saved.rebuild(record, specs, spec)
-        except _saved.NeedsTemplate:
-            return {_saved.path_of(e): spec(e, None) for e in _saved.arrays_of(record["nodes"])}
-
-
-@_uncollected
-def load_leaf(path: str | os.PathLike[str], key_path: Any, *, mmap: bool = False) -> Any:
-    """One array leaf of the ``.safetensors`` file ``path``, reading only its bytes.
-
-    ``key_path`` is the leaf's key path: a tuple of key entries (as ``tree_flatten_with_path``
-    gives), or its :func:`treekit.keystr` string (``"['params']['w']"``), or its tensor's name
-    (``'params.w'``), or its plain keys joined by ``/`` or ``.`` (``'params/w'``, as
-    ``flatten_dict`` and :func:`treekit.view` print them).
-
-    >>> import os, tempfile
-    >>> import numpy as np
-    >>> from treekit import DictKey
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     name = os.path.join(d, 'ckpt.safetensors')
-    ...     save(name, {'params': {'w': np.arange(3.0), 'b': np.zeros(2)}})
-    ...     w, b = load_leaf(name, "['params']['w']"), load_leaf(name, (DictKey('params'), DictKey('b')))
-    ...     w, b, load_leaf(name, 'params.b')  # (by keystr, by key entries, by tensor name)
-    (array([0., 1., 2.]), array([0., 0.]), array([0., 0.]))
-
-    Args:
-        path: The file.
-        key_path: The leaf's key path (entries or keystr), or a tensor's name.
-        mmap: Map the array read-only instead of reading it.
-
-    Returns:
-        The array (a typed PRNG key array for a saved key; a numpy scalar for a saved scalar).
-
-    Raises:
-        KeyError: If no array leaf has that key path; the message lists a few that do.
-        ValueError: For a damaged file or one of another kind.
-    """
-    from treekit.checkpoint import _safetensors
-
-    record, header = _header(path)
-    want = key_path if isinstance(key_path, str) else keystr(tuple(key_path))
-    leaves = [] if record is None else _saved.arrays_of(record["nodes"])
-    if record is None:
-        entry: Any = want if want in header.tensors else None
-    elif want in leaves:  # (an entry that is a name is the leaf at that path)
-        entry = want
-    else:  # by its key path, else by its tensor's name (params.w)
-        entry = next((e for e in leaves if type(e) is dict and e.get("path") == want), None)
-        entry = entry or next((e for e in leaves if type(e) is dict and e.get("array") == want), None)
-        if entry is None and isinstance(key_path, str):  # its plain keys joined by / or . ('layers/0/b')
-            found = _plain_path(path, want)
-            entry = next((e for e in leaves if _saved.path_of(e) == found), None) if found else None
-    if entry is None:
-        names = [_saved.path_of(e) for e in leaves] if record is not None else list(header.tensors)
-        raise KeyError(f"{os.fspath(path)}: no array leaf at {want!r} (there are {len(names)}, e.g. {names[:3]})")
-    name = entry if type(entry) is str else entry["array"]
-    array = _safetensors.read_tensor(path, header, name, mmap=mmap)
-    with _damaged(path):
-        return _saved.leaf_value(entry, {name: array})
-
-
-def _plain_path(path: str | os.PathLike[str], want: str) -> str | None:
-    """The keystr of the leaf of ``path``'s tree whose plain keys joined by ``/`` or ``.`` are
-    ``want`` (as ``flatten_dict`` and the HTML view print them); ``None`` if none."""
-    try:
-        spec = metadata(path)
-    except ValueError:
-        return None
-    paths = flatten(spec, with_path=True)[2]
-    assert paths is not None
-    for p in paths:
-        if want in (keystr(p, simple=True, separator="/"), keystr(p, simple=True, separator=".")):
-            return keystr(p)
-    return None
+        raise ValueError(f"{path}: damaged or unreadable treekit structure record ({detail})") from None

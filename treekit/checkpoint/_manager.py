@@ -1,6 +1,7 @@
 """A checkpoint manager for a training loop: steps saved in folders of their own, each visible
 only once complete, kept by rules (the newest, every n-th, the best by a metric), found again
-(latest, best), written in a background thread after a snapshot off the devices."""
+(latest, best), written in a background thread after a snapshot off the devices; on a local disk
+(a step committed by a rename) or in an object store (committed by its ``step.json``, written last)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,21 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from treekit.checkpoint._atomic import fsync_folder
-from treekit.checkpoint._io import load, metadata, save
+from treekit.checkpoint._io import load, save
+from treekit.checkpoint._lookup import metadata
 from treekit.core import flatten, is_key_dtype
+from treekit.files import (
+    Where,
+    fsync_folder,
+    glob,
+    listdir,
+    locate,
+    makedirs,
+    read_bytes,
+    remove,
+    remove_tree,
+    write_bytes,
+)
 
 __all__ = ["CheckpointManager"]
 
@@ -26,6 +39,7 @@ _STEP = re.compile(r"step_(\d{8,})")
 _TEMP = re.compile(r"\.treekit-step_(\d{8,})\.(tmp|old)")  # a step being written, or deleted
 _TREE, _INFO = "tree.safetensors", "step.json"
 _WRITER = "treekit.CheckpointManager"
+_MAX_INFO = 1 << 24  # bytes: a step.json larger than this is no manager's
 
 
 def _snapshot(leaves: list[Any]) -> list[Any]:
@@ -64,14 +78,22 @@ class CheckpointManager:
     ([2, 3], 3, [3.0, 3.0, 3.0])
 
     Each step is a folder ``step_00000012`` holding ``tree.safetensors`` (:func:`treekit.save`'s
-    file) and ``step.json`` (the step, its metrics, when it was saved). It is written under a
-    temporary name, its files and the folder fsynced, then renamed: :meth:`steps` never lists a
-    partial step, and a save killed half-way leaves the steps before it as they were; opening a
-    manager removes what killed saves left. Old steps are deleted only after the new one is
-    complete, and only steps this manager's kind wrote (with its ``step.json``).
+    file) and ``step.json`` (the step, its metrics, when it was saved). On a local disk it is
+    written under a temporary name, its files and the folder fsynced, then renamed: :meth:`steps`
+    never lists a partial step, and a save killed half-way leaves the steps before it as they
+    were; opening a manager removes what killed saves left. Old steps are deleted only after the
+    new one is complete, and only steps this manager's kind wrote (with its ``step.json``).
+
+    In an object store (``directory`` a URL: ``gs://bucket/run``, ``s3://bucket/run``), which
+    has no rename, a step is written straight into its folder and committed by its
+    ``step.json``, uploaded last: only steps with one are listed. Deleting a step removes its
+    ``step.json`` first. A folder without one is a save that did not finish, or one still being
+    written: opening a manager (and each commit) removes those below the newest committed step,
+    which no live writer can be writing (a manager commits its steps in order, one at a time);
+    one above it is left until a save of that step replaces it (docs/cloud.md).
 
     Args:
-        directory: The folder of the steps (made if missing).
+        directory: The folder of the steps (made if missing), or its URL.
         keep: How many of the newest steps to keep (``None``: all).
         keep_every: Also keep every step that is a multiple of this.
         best: A metric's name: also keep the ``keep`` best steps by ``metrics[best]``.
@@ -79,6 +101,8 @@ class CheckpointManager:
         save_every: :meth:`save` saves only steps that are multiples of this (unless forced).
         async_save: Write in a background thread: :meth:`save` returns once the tree's arrays
             are copied to the host.
+        filesystem: The pyarrow or fsspec filesystem ``directory`` is on (:func:`treekit.save`'s).
+        storage_options: Options for the filesystem a URL names (:func:`treekit.save`'s).
 
     Raises:
         ValueError: For a bad argument.
@@ -94,40 +118,56 @@ class CheckpointManager:
         mode: str = "min",
         save_every: int | None = None,
         async_save: bool = True,
+        filesystem: Any = None,
+        storage_options: dict[str, Any] | None = None,
     ) -> None:
         for name, value in (("keep", keep), ("keep_every", keep_every), ("save_every", save_every)):
             if value is not None and (type(value) is not int or value < 1):
                 raise ValueError(f"{name}: expected an int >= 1 or None, got {value!r}")
         if mode not in ("min", "max"):
             raise ValueError(f"mode: expected 'min' or 'max', got {mode!r}")
-        self.directory = os.path.abspath(os.fspath(directory))
+        where = locate(directory, filesystem, storage_options, "directory")
+        self._where = Where(os.path.abspath(where.path), None, os.path.abspath(where.path)) if where.local else where
+        self.directory = str(self._where)
         self.keep, self.keep_every, self.best, self.mode = keep, keep_every, best, mode
         self.save_every, self.async_save = save_every, async_save
-        os.makedirs(self.directory, exist_ok=True)
+        makedirs(self._where)
         jax = sys.modules.get("jax")  # (with several processes, process 0 alone cleans and deletes)
-        for name in os.listdir(self.directory) if jax is None or jax.process_index() == 0 else ():
-            if _TEMP.fullmatch(name):  # what saves that were killed left
-                shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+        if jax is None or jax.process_index() == 0:
+            self._clean()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._lock = threading.Lock()
         atexit.register(_wait_at_exit, weakref.ref(self))
 
+    def _clean(self) -> None:
+        """Remove what saves that were killed left: locally their temporary folders; in an
+        object store the uncommitted step folders below the newest committed step."""
+        if self._where.local:
+            for name in listdir(self._where):
+                if _TEMP.fullmatch(name):
+                    shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+            return
+        steps = self.steps()
+        for name in listdir(self._where) if steps else ():
+            match = _STEP.fullmatch(name)
+            if match and int(match.group(1)) < steps[-1] and int(match.group(1)) not in steps:
+                remove_tree(self._where.join(name))
+
     # -- finding steps ------------------------------------------------------------------------
-    def _folder(self, step: int) -> str:
-        return os.path.join(self.directory, f"step_{step:08d}")
+    def _folder(self, step: int) -> Where:
+        return self._where.join(f"step_{step:08d}")
 
     def _info(self, step: int) -> dict[str, Any]:
-        with open(os.path.join(self._folder(step), _INFO), encoding="utf-8") as f:
-            info: dict[str, Any] = json.load(f)
+        info: dict[str, Any] = json.loads(read_bytes(self._folder(step).join(_INFO), _MAX_INFO))
         return info
 
     def steps(self) -> list[int]:
-        """The complete steps, oldest first."""
+        """The complete steps, oldest first (asked of the store anew each time)."""
         found = []
-        for name in os.listdir(self.directory):
-            match = _STEP.fullmatch(name)
-            if match and os.path.isfile(os.path.join(self.directory, name, _INFO)):
+        for name in glob(self._where, f"step_*/{_INFO}"):
+            match = _STEP.fullmatch(name.split("/")[0])
+            if match:
                 found.append(int(match.group(1)))
         return sorted(found)
 
@@ -157,7 +197,7 @@ class CheckpointManager:
         :class:`treekit.ShapeDtype` leaves for its arrays (from the file's header alone)."""
         self.wait()
         info = self._info(step)
-        return {**info, "tree": metadata(os.path.join(self._folder(step), _TREE))}
+        return {**info, "tree": metadata(self._folder(step).join(_TREE))}
 
     # -- saving and restoring --------------------------------------------------------------
     def save(self, step: int, tree: Any, *, metrics: Mapping[str, Any] | None = None, force: bool = False) -> bool:
@@ -191,6 +231,11 @@ class CheckpointManager:
             raise TypeError(f"metrics: expected {expected}, got {metrics!r:.80}") from exc
         leaves, treedef, _ = flatten(tree)
         if not all(getattr(x, "is_fully_addressable", True) for x in leaves):  # (one process's part only)
+            if not self._where.local:
+                raise ValueError(
+                    f"{self.directory}: expected a local folder for arrays sharded across processes (each process "
+                    "writes its shards into one file); saving them to an object store is not supported yet"
+                )
             self._write_together(step, tree, info)
         elif self.async_save:
             host = treedef.unflatten(_snapshot(leaves))
@@ -206,7 +251,7 @@ class CheckpointManager:
         except BaseException as error:  # raised at the caller's next save, wait, restore or close
             self._error = error
 
-    def _temp(self, step: int, fresh: bool) -> str:
+    def _temp(self, step: int, fresh: bool) -> str:  # (a local folder's)
         """The temporary folder step ``step`` is written in; ``fresh``: made anew, empty, now."""
         temp = os.path.join(self.directory, f".treekit-step_{step:08d}.tmp")
         if fresh:
@@ -215,6 +260,13 @@ class CheckpointManager:
         return temp
 
     def _write(self, step: int, tree: Any, info: dict[str, Any]) -> None:
+        if not self._where.local:  # into its folder, committed by its step.json written last
+            folder = self._folder(step)
+            remove_tree(folder)  # (what a save of this step that did not finish left)
+            save(folder.join(_TREE), tree)
+            write_bytes(folder.join(_INFO), json.dumps(info).encode("utf-8"))
+            self._retain()
+            return
         temp = self._temp(step, fresh=True)
         try:
             save(os.path.join(temp, _TREE), tree)
@@ -231,7 +283,7 @@ class CheckpointManager:
             f.flush()
             os.fsync(f.fileno())
         fsync_folder(temp)
-        os.rename(temp, self._folder(step))
+        os.rename(temp, self._folder(step).path)
         fsync_folder(self.directory)
         self._retain()
 
@@ -269,10 +321,17 @@ class CheckpointManager:
         kept |= set(self._ranked(steps)[: self.keep])
         for step in steps:
             if step not in kept and self._info(step).get("written_by") == _WRITER:
+                folder = self._folder(step)
+                if not self._where.local:  # its step.json first: never listed half-deleted
+                    remove(folder.join(_INFO))
+                    remove_tree(folder)
+                    continue
                 # renamed first: a step is never listed half-deleted (a kill leaves the .old folder)
                 old = os.path.join(self.directory, f".treekit-step_{step:08d}.old")
-                os.rename(self._folder(step), old)
+                os.rename(folder.path, old)
                 shutil.rmtree(old, ignore_errors=True)
+        if not self._where.local:
+            self._clean()
 
     def wait(self) -> None:
         """Wait for the write in the background, if any; raise its error."""
@@ -310,7 +369,7 @@ class CheckpointManager:
                 raise FileNotFoundError(f"{self.directory}: expected a saved step, found none")
         elif step not in self.steps():
             raise FileNotFoundError(f"step: expected one of the saved steps {self.steps()}, got {step}")
-        path = os.path.join(self._folder(step), _TREE)
+        path = self._folder(step).join(_TREE)
         if rules is not None:
             if mesh is None:
                 raise ValueError("rules: expected a mesh too (mesh=...)")

@@ -9,6 +9,8 @@ import zipfile
 from collections.abc import Callable
 from typing import IO, Any
 
+from treekit.files import Where, locate, open_read
+
 __all__ = [
     "NPY_MAGIC", "PICKLE_FILE", "PICKLE_WHY", "ZIP_HEADS", "PickleRefused", "check_members", "file_head",
     "may_be_pickle", "npy_header", "read_npz",
@@ -37,7 +39,7 @@ class PickleRefused(ValueError):
     __module__ = "treekit"  # tracebacks and reprs show the public name
 
 
-def read_npz(path: str | os.PathLike[str], max_bytes: int | None = None) -> dict[str, Any]:
+def read_npz(path: str | os.PathLike[str] | Where, max_bytes: int | None = None) -> dict[str, Any]:
     """The arrays in the ``.npz`` file ``path``, by member name, read without pickle.
 
     Tells a file that is not a zip, or a damaged one (``not a valid .npz (zip) file: ...``)
@@ -53,19 +55,26 @@ def read_npz(path: str | os.PathLike[str], max_bytes: int | None = None) -> dict
     """
     import numpy as np
 
-    head = file_head(path)
+    where = path if isinstance(path, Where) else locate(path)
+    with open_read(where) as f:
+        return _read_npz(f, str(where), max_bytes, np)
+
+
+def _read_npz(f: IO[bytes], p: str, max_bytes: int | None, np: Any) -> dict[str, Any]:
+    head = f.read(4)
     if may_be_pickle(head):
         raise PickleRefused(PICKLE_FILE)
     if head not in ZIP_HEADS:
         raise ValueError("not a valid .npz (zip) file: it does not start as a zip file does")
     out: dict[str, Any] = {}
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(f) as archive:
             try:
-                check_members(archive, os.path.getsize(path), max_bytes)
+                check_members(archive, f.seek(0, os.SEEK_END), max_bytes)
             except ValueError as exc:
-                raise ValueError(f"{os.fspath(path)}: {exc}") from None
-        with np.load(path, allow_pickle=False) as data:
+                raise ValueError(f"{p}: {exc}") from None
+        f.seek(0)
+        with np.load(f, allow_pickle=False) as data:
             for key in data.files:
                 try:
                     out[key] = data[key]
@@ -213,9 +222,9 @@ def npy_header(
     return False
 
 
-def file_head(path: str | os.PathLike[str]) -> bytes:
-    """The first 4 bytes of a file."""
-    with open(path, "rb") as f:
+def file_head(path: str | os.PathLike[str] | Where) -> bytes:
+    """The first 4 bytes of a file (local, or remote: one ranged request)."""
+    with open_read(path if isinstance(path, Where) else locate(path)) as f:
         return f.read(4)
 
 

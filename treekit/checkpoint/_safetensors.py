@@ -23,12 +23,12 @@ from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any
 
 from treekit.checkpoint._ahead import Ahead
-from treekit.checkpoint._atomic import atomic_file
 from treekit.checkpoint._codes import CODES, code_of, dtype_of
 from treekit.checkpoint._header import MAX_HEADER, Header, Tensor, parse, short
 from treekit.checkpoint._progress import Progress
 from treekit.checkpoint._shards import pieces, save_together, write_pieces
 from treekit.checkpoint._staged import Staged, Writes
+from treekit.files import Where, locate, open_read, read_into, writing
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,7 +50,7 @@ def dtype_name_of(tensor: Tensor) -> str:
 
 
 def write(
-    path: str | os.PathLike[str], tensors: Iterable[tuple[str, Any]], metadata: dict[str, str] | None = None
+    path: str | os.PathLike[str] | Where, tensors: Iterable[tuple[str, Any]], metadata: dict[str, str] | None = None
 ) -> None:
     """Write ``tensors`` and ``metadata`` to the safetensors file ``path``, atomically, streaming.
 
@@ -58,7 +58,8 @@ def write(
     ``jax.Array``'s host copy started up to 256 MB ahead (while one is written, the next ones
     come off the device); one sharded over several devices shard by shard, each into its place
     (replicas once), never gathered. A temporary file beside ``path`` is renamed over it once
-    complete and synced: an error leaves the old file (or none) and no temporary.
+    complete and synced: an error leaves the old file (or none) and no temporary. A remote
+    ``path`` (a URL) is written to a local temporary file, then uploaded as one object.
 
     >>> import os, tempfile
     >>> import numpy as np
@@ -69,7 +70,7 @@ def write(
     ({'step': array(7), 'w': array([[1., 1., 1.], [1., 1., 1.]], dtype=float32)}, {'format': 'treekit'})
 
     Args:
-        path: The file to write (used as given: no suffix is added).
+        path: The file to write (used as given: no suffix is added), or its URL.
         tensors: ``(name, array)`` pairs: unique string names (not ``__metadata__``), arrays of
             a dtype :func:`code_of` knows; laid out by decreasing item size, then as given.
         metadata: String keys to string values, or ``None``.
@@ -122,9 +123,15 @@ def write(
     if len(blob) > MAX_HEADER:
         raise ValueError(f"header: expected at most {MAX_HEADER} bytes of JSON, got {len(blob)}")
     head = len(blob).to_bytes(8, "little") + blob
+    where = path if isinstance(path, Where) else locate(path)
     if together:  # arrays sharded across processes: every process writes its own shards
+        if not where.local:
+            raise ValueError(
+                f"{where}: expected a local path for arrays sharded across processes (each process writes its "
+                "shards into one file); saving them to an object store is not supported yet"
+            )
         regions = [(name, array, dtype, shape) for name, array, dtype, shape, _, _ in entries]
-        save_together(os.fspath(path), head, regions, offset, _write_array)
+        save_together(where.path, head, regions, offset, _write_array)
         return
     ndarray = np.ndarray
     parts_of = [None if type(array) is ndarray else pieces(array) for _, array, *_ in entries]
@@ -132,7 +139,7 @@ def write(
               for (_, a, *_), parts in zip(entries, parts_of)]  # fmt: skip
     ahead = Ahead(copies, [e[5] for e in entries]) if any(copies) else None
     staged = offset >= _STAGED and all(parts is None for parts in parts_of)  # (see _staged: written from a thread)
-    with atomic_file(path) as file, Progress(f"save {os.path.basename(os.fspath(path))}", offset) as progress:
+    with writing(where) as file, Progress(f"save {where.name}", offset) as progress:
         with Staged(file) if staged else contextlib.nullcontext(file) as f:
             f.write(head)
             for k, ((name, array, dtype, shape, _, size), parts) in enumerate(zip(entries, parts_of)):
@@ -189,7 +196,7 @@ def _label(f: Any) -> str:
     return str(os.fspath(name)) if isinstance(name, (str, os.PathLike)) else "<file>"
 
 
-def read_header(source: str | os.PathLike[str] | IO[bytes]) -> Header:
+def read_header(source: str | os.PathLike[str] | Where | IO[bytes]) -> Header:
     """The checked header of a safetensors file, reading only its first ``8 + N`` bytes.
 
     Every claim is checked against the file's size before anything it claims is allocated: the
@@ -206,20 +213,21 @@ def read_header(source: str | os.PathLike[str] | IO[bytes]) -> Header:
     Header(tensors={'w': Tensor(dtype='F32', shape=(2, 3), begin=72, end=96)}, metadata={}, data_start=72, size=96)
 
     Args:
-        source: The file's path, or the file open for binary reading.
+        source: The file's path or URL, or the file open for binary reading.
 
     Raises:
         ValueError: For anything wrong, as ``<file>: <what>: expected <x>, got <y>``; a file of
             another kind (zip, pickle, ``.npy``, HDF5, gzip) is named as such.
     """
-    if isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as f:
-            return parse(f, os.fspath(source))
+    if isinstance(source, (str, os.PathLike, Where)):
+        where = source if isinstance(source, Where) else locate(source)
+        with open_read(where) as f:
+            return parse(f, str(where))
     return parse(source, _label(source))
 
 
 def read_tensor(
-    source: str | os.PathLike[str] | IO[bytes], header: Header, name: str, mmap: bool = False
+    source: str | os.PathLike[str] | Where | IO[bytes], header: Header, name: str, mmap: bool = False
 ) -> np.ndarray[Any, Any]:
     """Tensor ``name`` of a file whose ``header`` :func:`read_header` gave, reading only its bytes.
 
@@ -232,18 +240,19 @@ def read_tensor(
     array([0, 1, 2])
 
     Args:
-        source: The file's path, or the file open for binary reading.
+        source: The file's path or URL, or the file open for binary reading.
         header: Its header; name: the tensor's name.
         mmap: Give a read-only view of a map of the file instead of reading the tensor: memory
-            grows only by the pages touched.
+            grows only by the pages touched (a local file only: a remote tensor is read).
 
     Raises:
         KeyError: If the header has no tensor ``name``.
         ValueError: If the file is now shorter than the header says.
     """
-    if isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as f:
-            return _tensor(f, os.fspath(source), header, name, mmap)
+    if isinstance(source, (str, os.PathLike, Where)):
+        where = source if isinstance(source, Where) else locate(source)
+        with open_read(where) as f:
+            return _tensor(f, str(where), header, name, mmap and where.local)
     return _tensor(source, _label(source), header, name, mmap)
 
 
@@ -277,7 +286,9 @@ def _read_into(f: IO[bytes], p: str, what: str, t: Tensor, dtype: np.dtype[Any])
     return out
 
 
-def read(path: str | os.PathLike[str], mmap: bool = False) -> tuple[dict[str, np.ndarray[Any, Any]], dict[str, str]]:
+def read(
+    path: str | os.PathLike[str] | Where, mmap: bool = False
+) -> tuple[dict[str, np.ndarray[Any, Any]], dict[str, str]]:
     """All tensors of the safetensors file ``path`` by name (in file order), and its metadata.
 
     >>> import os, tempfile
@@ -290,16 +301,21 @@ def read(path: str | os.PathLike[str], mmap: bool = False) -> tuple[dict[str, np
     (False, {'step': '10'})
 
     Args:
-        path: The file.
-        mmap: Map the tensors read-only (one map of the whole file) instead of reading them.
+        path: The file, or its URL: a remote file's header is read first, then its data in
+            ranges fetched concurrently into one buffer, which the arrays view.
+        mmap: Map the tensors read-only (one map of the whole file) instead of reading them
+            (a local file only).
 
     Raises:
         ValueError: For a damaged or foreign file, as :func:`read_header`.
     """
     import numpy as np
 
-    p = os.fspath(path)
-    with open(path, "rb") as f:
+    where = path if isinstance(path, Where) else locate(path)
+    if not where.local:
+        return _read_remote(where)
+    p = where.path
+    with open(p, "rb") as f:
         header = parse(f, p)
         dtypes = {code: dtype_of(code) for code in {t.dtype for t in header.tensors.values()}}
         if mmap:  # each a view of one map of the file
@@ -331,6 +347,24 @@ def read(path: str | os.PathLike[str], mmap: bool = False) -> tuple[dict[str, np
                 at = run
                 progress.advance(last.end - first.begin)
         return out, header.metadata
+
+
+def _read_remote(where: Where) -> tuple[dict[str, np.ndarray[Any, Any]], dict[str, str]]:
+    """All tensors of a remote file: its header (one request), then its data in ranges fetched
+    concurrently into one buffer (never more than the header says the file holds)."""
+    import numpy as np
+
+    with open_read(where) as f:
+        header = parse(f, str(where))
+    data = np.empty(header.size - header.data_start, np.uint8)
+    with Progress(f"load {where.name}", len(data)) as progress:
+        read_into(where, [(header.data_start, header.size, data)])
+        progress.advance(len(data))
+    dtypes = {code: dtype_of(code) for code in {t.dtype for t in header.tensors.values()}}
+    out = {}
+    for name, t in header.tensors.items():  # (views of the one buffer)
+        out[name] = np.ndarray(t.shape, dtypes[t.dtype], data, t.begin - header.data_start)
+    return out, header.metadata
 
 
 def _map(f: IO[bytes]) -> mapping.mmap:

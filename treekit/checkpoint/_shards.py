@@ -18,8 +18,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
-from treekit.checkpoint._atomic import create_exclusive, fsync_folder, mode_for
 from treekit.core import KeyPath, flatten, keystr
+from treekit.files import create_exclusive, fsync_folder, mode_for
 
 _GROUP = 1 << 25  # bytes of leaves a thread places at a time when loading
 _THREADS = 8  # threads at most that place a loaded tree's arrays

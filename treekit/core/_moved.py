@@ -27,7 +27,7 @@ MOVED = {
     "treekit._array_strategies": "treekit.checks._array_strategies",
     "treekit._asserts": "treekit.checks._asserts",
     "treekit._at": "treekit.ops._at",
-    "treekit._atomic": "treekit.checkpoint._atomic",
+    "treekit._atomic": "treekit.files._atomic",
     "treekit._build": "treekit.core._build",
     "treekit._checks": "treekit.checks._checks",
     "treekit._core": "treekit.core._core",

@@ -1,9 +1,9 @@
-"""Parquet as Spark and petastorm write it: files, folders and globs, Hive-style ``key=value/``
-folders (the key a column), row groups as the units a shard reads, read ahead in threads."""
+"""Parquet as Spark and petastorm write it: files, folders and globs, on a local disk or in an
+object store, Hive-style ``key=value/`` folders (the key a column), row groups as the units a
+shard reads, read ahead in threads."""
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -12,6 +12,7 @@ from typing import Any
 from treekit.data._arrow import check_pad_reshape, columns_to_numpy
 from treekit.data._chunks import Chunk, Source, check_rows
 from treekit.data._plan import Plan, PlannedSource
+from treekit.files import Where, arrow_filesystem, find, locate, matches
 
 __all__ = ["ParquetSource", "find_files", "parquet"]
 
@@ -31,45 +32,42 @@ def _hidden(name: str) -> bool:
     return name.startswith(("_", "."))
 
 
-def find_files(paths: Any) -> list[tuple[str, str]]:
+def find_files(paths: Any, filesystem: Any = None, storage_options: Any = None) -> list[tuple[Where, str]]:
     """``(file, name relative to its folder)`` for each data file that ``paths`` names, sorted.
 
     ``paths`` is a file, a folder (walked; hidden and ``_``-prefixed files and folders left
-    out, as Spark and pyarrow leave them out), a glob, or a list of those.
+    out, as Spark and pyarrow leave them out), a glob, or a list of those; local, or URLs
+    (``filesystem`` and ``storage_options`` as :func:`treekit.files.locate` takes them).
 
     Raises:
         FileNotFoundError: If a path names nothing, or all of them name no data file.
     """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    found: list[tuple[str, str]] = []
+    found: list[tuple[Where, str]] = []
     for item in items:
-        path = os.fspath(item)
-        matches = sorted(glob.glob(path, recursive=True)) if glob.has_magic(path) else [path]
-        if not matches or not all(os.path.exists(m) for m in matches):
-            raise FileNotFoundError(f"paths: expected files, folders or globs that exist, got {path!r}")
-        for match in matches:
-            if os.path.isfile(match):
-                if not (glob.has_magic(path) and _hidden(os.path.basename(match))):  # a glob's _SUCCESS
-                    found.append((match, os.path.basename(match)))
+        where = locate(item, filesystem, storage_options, "paths")
+        named = matches(where)
+        if not named:
+            raise FileNotFoundError(f"paths: expected files, folders or globs that exist, got {str(where)!r}")
+        for match, is_file in named:
+            if is_file:
+                if not (match is not where and _hidden(match.name)):  # a glob's _SUCCESS
+                    found.append((match, match.name))
                 continue
-            for folder, dirs, files in os.walk(match):
-                dirs[:] = sorted(d for d in dirs if not _hidden(d))
-                rel = os.path.relpath(folder, match)
-                kept = [f for f in sorted(files) if not _hidden(f)]
-                found += [(os.path.join(folder, f), os.path.normpath(os.path.join(rel, f))) for f in kept]
+            found += [(match.join(*rel.split("/")), rel) for rel in find(match, _hidden)]
     if not found:
         raise FileNotFoundError(f"paths: expected Parquet files, found none in {paths!r}")
-    once: dict[str, tuple[str, str]] = {}  # (a file that two paths name is read once)
+    once: dict[str, tuple[Where, str]] = {}  # (a file that two paths name is read once)
     for file, rel in found:
-        once.setdefault(os.path.abspath(file), (file, rel))
+        once.setdefault(os.path.abspath(file.path) if file.local else file.path, (file, rel))
     return list(once.values())
 
 
-def _partitions(files: list[tuple[str, str]]) -> tuple[list[dict[str, str]], dict[str, bool]]:
+def _partitions(files: list[tuple[Where, str]]) -> tuple[list[dict[str, str]], dict[str, bool]]:
     """Each file's Hive-style ``key=value`` folders, and whether each key's values are all ints."""
     parts = []
     for _, rel in files:
-        folders = os.path.dirname(rel).split(os.sep) if os.path.dirname(rel) else []
+        folders = rel.split("/")[:-1]
         parts.append(dict(f.split("=", 1) for f in folders if "=" in f))
     keys = {k for p in parts for k in p}
     for k in keys:
@@ -85,24 +83,23 @@ class ParquetSource(PlannedSource):
 
     def __init__(
         self, paths: Any, *, columns: Sequence[str] | None, shard: Any, seed: int | None, num_epochs: int | None,
-        pad: Any, reshape: Any, readers: int,
+        pad: Any, reshape: Any, readers: int, filesystem: Any = None, storage_options: Any = None,
     ) -> None:
-        pq = _pyarrow_parquet()
+        _pyarrow_parquet()  # (its ImportError first)
         self.pads, self.shapes = check_pad_reshape(pad, reshape)
         if type(readers) is not int or readers < 1:
             raise ValueError(f"readers: expected an int >= 1, got {readers!r}")
-        self.files = find_files(paths)
+        self.files = find_files(paths, filesystem, storage_options)
         self.parts, self.ints = _partitions(self.files)
+        self.arrow = [arrow_filesystem(where) for where, _ in self.files]
         self.units: list[tuple[int, int]] = []
-        schema = None
-        for i, (path, rel) in enumerate(self.files):
-            try:
-                meta = pq.read_metadata(path)
-            except Exception as exc:
-                raise ValueError(f"{rel}: expected a Parquet file, got one pyarrow cannot read ({exc})") from exc
-            schema = schema or meta.schema.to_arrow_schema()
+        # each file's footer (kept: a read then needs no request for it), several at once: an
+        # object store answers each after a round trip
+        with ThreadPoolExecutor(min(16, len(self.files)), thread_name_prefix="treekit-parquet") as pool:
+            self.metas = list(pool.map(self._footer, range(len(self.files))))
+        schema = self.metas[0].schema.to_arrow_schema()
+        for i, meta in enumerate(self.metas):
             self.units += [(i, g) for g in range(meta.num_row_groups)]
-        assert schema is not None
         file_columns = list(schema.names)
         known = file_columns + sorted(self.ints)
         self.columns = list(columns) if columns is not None else known
@@ -117,17 +114,28 @@ class ParquetSource(PlannedSource):
         self.readers = readers
         self.position: dict[str, Any] = {"epoch": 0, "index": 0}
 
+    def _open(self, file: int) -> Any:
+        fs, path = self.arrow[file]
+        return fs.open_input_file(path)
+
+    def _footer(self, file: int) -> Any:
+        """File ``file``'s Parquet metadata."""
+        try:
+            with self._open(file) as f:
+                return _pyarrow_parquet().read_metadata(f)
+        except Exception as exc:
+            rel = self.files[file][1]
+            raise ValueError(f"{rel}: expected a Parquet file, got one pyarrow cannot read ({exc})") from exc
+
     def _read(self, position: dict[str, Any], unit: int) -> Chunk:
         import numpy as np
 
         file, group = self.units[unit]
-        path, rel = self.files[file]
+        rel = self.files[file][1]
         where = f"{rel} row group {group}"
-        handle = _pyarrow_parquet().ParquetFile(path)
-        try:
+        with self._open(file) as f:
+            handle = _pyarrow_parquet().ParquetFile(f, metadata=self.metas[file])
             table = handle.read_row_group(group, columns=self.read_columns, use_threads=False)
-        finally:
-            handle.close()
         arrays = columns_to_numpy(table, self.read_columns, self.pads, self.shapes, where)
         for key, value in self.parts[file].items():
             if key in self.columns:
@@ -170,6 +178,8 @@ def parquet(
     pad: dict[str, int] | None = None,
     reshape: dict[str, tuple[int, ...]] | None = None,
     readers: int = 2,
+    filesystem: Any = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Source:
     """A source of Parquet rows, a row group at a time, as a dict of numpy arrays by column.
 
@@ -185,7 +195,8 @@ def parquet(
 
     Args:
         paths: A file, a folder (every file below it but hidden and ``_``-prefixed ones, such as
-            Spark's ``_SUCCESS`` and ``.crc`` files), a glob, or a list of those. Hive-style
+            Spark's ``_SUCCESS`` and ``.crc`` files), a glob, or a list of those; paths or URLs
+            (``s3://bucket/data``, ``gs://...``, any fsspec filesystem's). Hive-style
             folders (``year=2024/``) give a column of that name (ints where every value is one).
         columns: The columns to read (partition keys too); all by default.
         shard: ``(index, count)``: this reader's share of the row groups (shards are disjoint and
@@ -200,7 +211,14 @@ def parquet(
             row has that many values.
         readers: Row groups read at once, each in a thread of its own (pyarrow reads
             without the GIL); as many more, read, may wait for the caller (at most
-            ``2 * readers`` row groups held).
+            ``2 * readers`` row groups held). Over an object store, where each read waits a
+            round trip, more readers keep the link busy (8-16 for small row groups).
+        filesystem: The pyarrow or fsspec filesystem ``paths`` are on (``None``: the one their
+            URLs' scheme names, else the local disk).
+        storage_options: Options for the filesystem a URL names, as fsspec takes them
+            (``{'endpoint_url': ...}`` for s3fs); without them, ``s3://`` and ``gs://`` URLs are
+            read by pyarrow's own S3 and GCS classes, configured from the standard environment
+            and credential chains (``AWS_*``, ``GOOGLE_APPLICATION_CREDENTIALS``).
 
     Returns:
         The source: iterate it for its chunks, or give it to :func:`treekit.data.batches`.
@@ -215,5 +233,6 @@ def parquet(
             or a ragged list column without ``pad``: named with its file, row group and rows.
     """
     return ParquetSource(
-        paths, columns=columns, shard=shard, seed=seed, num_epochs=num_epochs, pad=pad, reshape=reshape, readers=readers
+        paths, columns=columns, shard=shard, seed=seed, num_epochs=num_epochs, pad=pad, reshape=reshape,
+        readers=readers, filesystem=filesystem, storage_options=storage_options,
     )
