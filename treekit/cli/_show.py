@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from treekit.checkpoint import NPY_MAGIC, check_members, metadata, npy_header
 from treekit.core import dtype_name, flatten, leaf_size
+from treekit.files import local_copy, locate
 from treekit.look import Row, summary, table_rows, view
 from treekit.ops import unflatten_dict
 
@@ -61,8 +62,12 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
     ...     load_tree(name)
     {'lr': 0.1, 'layers': [1, 2]}
 
+    A URL (``s3://bucket/run/ckpt.safetensors``, any fsspec filesystem's) is read as the file:
+    a safetensors file's header alone is fetched; any other file is copied to a temporary file
+    first (at most ``max_bytes``, checked before it is fetched).
+
     Args:
-        path: The file.
+        path: The file, or its URL.
         allow_pickle: Also load pickles (this runs code from the file).
         max_bytes: The most bytes a ``.npz`` may inflate to or a ``.json`` file may hold;
             ``None`` for no limit. Checked before anything is read.
@@ -78,7 +83,13 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
             group (``'a'`` and ``'a/b'``).
         OSError: If the file cannot be read.
     """
-    path = Path(path)
+    where = locate(path)
+    if not where.local:
+        if where.path.lower().endswith(".safetensors"):
+            return metadata(where)
+        with local_copy(where, max_bytes) as copy:
+            return load_tree(copy, allow_pickle=allow_pickle, max_bytes=max_bytes)
+    path = Path(where.path)
     suffix = path.suffix.lower()
     with path.open("rb") as f:
         head = f.read(4)

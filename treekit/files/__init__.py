@@ -17,6 +17,7 @@ from treekit.files._calls import file_size as file_size
 from treekit.files._calls import find as find
 from treekit.files._calls import glob as glob
 from treekit.files._calls import listdir as listdir
+from treekit.files._calls import local_copy as local_copy
 from treekit.files._calls import makedirs as makedirs
 from treekit.files._calls import matches as matches
 from treekit.files._calls import open_read as open_read

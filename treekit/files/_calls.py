@@ -23,8 +23,8 @@ from treekit.files._remote import RangeFile, size
 from treekit.files._where import Where
 
 __all__ = [
-    "exists", "file_size", "find", "glob", "listdir", "makedirs", "matches", "open_read", "read_bytes", "remove",
-    "remove_tree", "write_bytes", "writing",
+    "exists", "file_size", "find", "glob", "listdir", "local_copy", "makedirs", "matches", "open_read",
+    "read_bytes", "remove", "remove_tree", "write_bytes", "writing",
 ]
 
 
@@ -68,6 +68,29 @@ def writing(where: Where) -> Iterator[IO[bytes]]:
         with open(staged, "w+b") as f:
             yield f
         where.fs.put_file(staged, where.path)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def local_copy(where: Where, limit: int | None) -> Iterator[str]:
+    """A local path holding the file ``where``: itself where local, else a temporary copy of the
+    remote file (of at most ``limit`` bytes, checked before it is fetched), removed afterwards.
+
+    Raises:
+        ValueError: If the remote file is larger than ``limit``.
+    """
+    if where.local:
+        yield where.path
+        return
+    n = size(where)
+    if limit is not None and n > limit:
+        raise ValueError(f"{where}: expected at most {limit:,} bytes to fetch, got a file of {n:,}")
+    folder = tempfile.mkdtemp(prefix="treekit-fetch-")
+    try:
+        local = os.path.join(folder, where.name or "file")
+        where.fs.get_file(where.path, local)
+        yield local
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
