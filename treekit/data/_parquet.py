@@ -91,7 +91,8 @@ class ParquetSource(PlannedSource):
             raise ValueError(f"readers: expected an int >= 1, got {readers!r}")
         self.files = find_files(paths, filesystem, storage_options)
         self.parts, self.ints = _partitions(self.files)
-        self.arrow = [arrow_filesystem(where) for where, _ in self.files]
+        made: dict[Any, Any] = {}  # (one pyarrow filesystem for the files of a bucket)
+        self.arrow = [arrow_filesystem(where, made) for where, _ in self.files]
         self.units: list[tuple[int, int]] = []
         # each file's footer (kept: a read then needs no request for it), several at once: an
         # object store answers each after a round trip

@@ -14,8 +14,9 @@ __all__ = ["arrow_filesystem"]
 _NATIVE = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs"}  # schemes pyarrow opens itself
 
 
-def arrow_filesystem(where: Where) -> tuple[Any, str]:
-    """``(pyarrow filesystem, path on it)`` for ``where``.
+def arrow_filesystem(where: Where, made: dict[Any, Any] | None = None) -> tuple[Any, str]:
+    """``(pyarrow filesystem, path on it)`` for ``where``; ``made`` keeps the filesystems made for
+    earlier calls (by scheme and bucket), for the files of one dataset to share one.
 
     >>> fs, path = arrow_filesystem(Where('data', None, 'data'))
     >>> type(fs).__name__, os.path.isabs(path)
@@ -29,6 +30,12 @@ def arrow_filesystem(where: Where) -> tuple[Any, str]:
         return where.arrow, where.path
     scheme = scheme_of(where.shown)
     if scheme in _NATIVE and where.native:
-        fs, path = pafs.FileSystem.from_uri(f"{_NATIVE[scheme]}://{where.path.lstrip('/')}")
-        return fs, path
+        path = where.path.lstrip("/")
+        key = (_NATIVE[scheme], path.split("/")[0])
+        if made is None or key not in made:
+            fs = pafs.FileSystem.from_uri(f"{_NATIVE[scheme]}://{path}")[0]
+            if made is None:
+                return fs, path
+            made[key] = fs
+        return made[key], path
     return pafs.PyFileSystem(pafs.FSSpecHandler(where.fs)), where.path

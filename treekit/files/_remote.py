@@ -18,7 +18,7 @@ from treekit.files._where import Where
 
 __all__ = ["PIECE", "THREADS", "RangeFile", "read_into", "size"]
 
-PIECE = 1 << 23  # bytes per ranged read when fetching ranges
+PIECE = 1 << 25  # bytes per ranged read when fetching ranges (8 MB: 2x slower on the loopback S3 server)
 THREADS = 16  # ranged reads in flight at once
 _AHEAD = 1 << 16  # bytes a short read fetches (a safetensors header, a zip's directory: one request)
 
