@@ -69,6 +69,7 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(?!treekit\.)[A-Za-z_]\w*\..+"),  # a dotted name outside treekit: os.PathLike, np.ndarray
     (r"py:class", r"treekit\.(?:\w+\.)?_\w+\.[A-Z]"),  # a type variable: treekit.ops._fold.T
     (r"py:class", r"TypeAliasForwardRef"),
+    (r"py:class", r"treekit\.files\._where\.Where"),  # a path or URL resolved (internal: docs/architecture.md)
 ]
 
 

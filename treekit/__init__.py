@@ -137,6 +137,7 @@ if _typing.TYPE_CHECKING:
     from treekit.checkpoint import load_leaf as load_leaf
     from treekit.checkpoint import metadata as metadata
     from treekit.checkpoint import save as save
+    from treekit.files import MissingExtra as MissingExtra
     from treekit.params import combine as combine
     from treekit.params import is_array as is_array
     from treekit.params import is_array_like as is_array_like
@@ -153,6 +154,7 @@ __getattr__, __dir__ = _lazy_names(
     __name__,
     {
         "checkpoint": ["CheckpointManager", "PickleRefused", "load", "load_leaf", "metadata", "save"],
+        "files": ["MissingExtra"],
         "params": [
             "combine", "is_array", "is_array_like", "is_inexact_array", "is_inexact_array_like", "partition",
             "tree_random_like", "tree_stack", "tree_unstack",
@@ -173,6 +175,7 @@ __all__ = [
     "KeyEntry",
     "KeyPath",
     "Partial",
+    "MissingExtra",
     "PickleRefused",
     "PyTree",
     "PyTreeDef",

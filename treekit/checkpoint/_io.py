@@ -119,7 +119,7 @@ def save(
         ValueError: If two array leaves get one tensor name (``{'a.b': x, 'a': {'b': y}}``
             with ``'.'``); the message names both key paths.
         OSError: If the file cannot be written.
-        treekit.files.MissingExtra: For a URL whose filesystem needs the ``remote`` extra.
+        treekit.MissingExtra: For a URL whose filesystem needs the ``remote`` extra.
     """
     import numpy as np
 
