@@ -38,11 +38,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.object_store import new_bucket, s3_server  # noqa: E402
-
-import treekit  # noqa: E402
-from treekit import data  # noqa: E402
-from treekit.checkpoint import CheckpointManager  # noqa: E402
+import treekit
+from tests.object_store import new_bucket, s3_server
+from treekit import data
+from treekit.checkpoint import CheckpointManager
 
 
 def _timed(fn: Callable[[], object]) -> float:
