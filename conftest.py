@@ -11,6 +11,8 @@ collect_ignore = ["docs/conf.py", "benchmarks"]
 HAS_JAX = importlib.util.find_spec("jax") is not None
 if not HAS_JAX:
     collect_ignore += ["docs/jax.md", "docs/scaling-out.md"]
+if importlib.util.find_spec("fsspec") is None:  # (the remote extra's)
+    collect_ignore += ["docs/cloud.md"]
 if importlib.util.find_spec("hypothesis") is None:
     collect_ignore += ["treekit/testing.py", "docs/testing.md"]
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.object_store import bucket, s3_env  # noqa: F401 (fixtures: one S3 server for the session)
+
 try:
     from hypothesis import settings
 except ImportError:  # the core tests run without the testing extra

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import treekit
-from tests.object_store import bucket, s3_env  # noqa: F401 (fixtures)
 from treekit.checkpoint import CheckpointManager
 
 fsspec = pytest.importorskip("fsspec")
@@ -209,7 +208,7 @@ _KILLED = textwrap.dedent(
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.2])
-def test_a_saving_process_killed_on_s3_loses_no_committed_step(bucket: str, delay: float) -> None:  # noqa: F811
+def test_a_saving_process_killed_on_s3_loses_no_committed_step(bucket: str, delay: float) -> None:
     url = f"{bucket}/run"
     child = subprocess.Popen(
         [sys.executable, "-c", _KILLED, url], stdout=subprocess.PIPE, text=True, cwd=ROOT,

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.object_store import bucket, s3_env  # noqa: F401 (fixtures)
 from treekit.files import (
     MissingExtra,
     find,
@@ -149,3 +148,20 @@ def test_a_failed_write_leaves_the_old_file(root: str) -> None:
         raise RuntimeError("midway")
     assert read_bytes(where, 100) == b"old"
     assert listdir(locate(root)) == ["f.bin"]
+
+
+def test_a_streamed_upload_that_fails_after_a_part_is_never_shown(bucket: str) -> None:
+    from treekit.files import _calls
+
+    where = locate(f"{bucket}/big.bin")
+    assert _calls._streams(where.fs)  # (S3: streamed as a multipart upload)
+    write_bytes(where, b"old")
+    part = bytes(range(256)) * (1 << 18)  # 64 MB: more than one part (s3fs's 50 MB blocks)
+    with pytest.raises(RuntimeError, match="after a part"), writing(where) as f:
+        f.write(part)
+        f.write(part[:1000])
+        raise RuntimeError("after a part")
+    assert read_bytes(where, 100) == b"old"
+    with writing(where) as f:
+        f.write(part)
+    assert read_bytes(where, len(part)) == part

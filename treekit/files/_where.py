@@ -129,10 +129,6 @@ def locate(
 
     >>> locate('run/ckpt').local, locate('file:///tmp/run').path
     (True, '/tmp/run')
-    >>> locate('nosuchscheme://bucket/run')  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: nosuchscheme://bucket/run: expected a local path or a URL fsspec opens, got scheme 'nosuchscheme', ...
 
     Raises:
         MissingExtra: For a URL whose filesystem needs a package that is not installed.
