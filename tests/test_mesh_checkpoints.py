@@ -283,3 +283,29 @@ def test_any_spec_saves_the_gathered_bytes_and_loads_onto_any_other() -> None:
         [sys.executable, "-c", textwrap.dedent(LAW)], env=EIGHT, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_processes_save_one_checkpoint_together_to_an_object_store(bucket: str) -> None:
+    # each process uploads its pieces; process 0 puts the file together, uploads it, removes them
+    fsspec = pytest.importorskip("fsspec")
+    folder = f"{bucket}/ckpt"
+    _cluster(2, "save", folder)
+    fs, root = fsspec.core.url_to_fs(folder)
+    fs.invalidate_cache()
+    assert fs.cat_file(f"{root}/ckpt.safetensors") == fs.cat_file(f"{root}/host.safetensors")
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.find(root)) == ["ckpt.safetensors", "host.safetensors"]
+    _cluster(4, "load", folder)  # (each process checks the shards it loaded onto model=8)
+
+
+def test_processes_save_steps_together_with_the_manager_in_an_object_store(bucket: str) -> None:
+    from treekit import CheckpointManager
+
+    fsspec = pytest.importorskip("fsspec")
+    folder = f"{bucket}/steps"
+    _cluster(2, "manager", folder)  # (each process checks the shards it restored onto model=8)
+    fs, root = fsspec.core.url_to_fs(folder)
+    fs.invalidate_cache()
+    files = sorted(p[len(root) + 1 :] for p in fs.find(f"{root}/run"))
+    assert files == [f"run/step_0000000{k}/{n}" for k in (1, 2) for n in ("step.json", "tree.safetensors")]
+    assert fs.cat_file(f"{root}/run/step_00000002/tree.safetensors") == fs.cat_file(f"{root}/host.safetensors")
+    assert CheckpointManager(f"{folder}/run").metadata(2)["metrics"] == {"loss": 1.0}

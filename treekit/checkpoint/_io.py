@@ -97,7 +97,8 @@ def save(
     process must call ``save`` with the same tree and path: each writes its own shards into
     one temporary file beside ``path``, which process 0 renames over ``path`` once all have
     written (barriers by ``multihost_utils.sync_global_devices``), so the checkpoint is
-    complete or absent.
+    complete or absent. To a URL, each uploads the pieces it holds and process 0 puts the file
+    together and uploads it (docs/cloud.md, "Many processes").
 
     Args:
         path: The file to write (used as given: no suffix is added), or its URL.

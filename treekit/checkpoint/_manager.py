@@ -210,7 +210,8 @@ class CheckpointManager:
         A tree holding arrays sharded across processes (``jax.distributed``) is saved by every
         process at once, each writing its own shards, and committed by process 0; such a save
         is never asynchronous (its barriers are collectives): every process must call ``save``
-        with the same step.
+        with the same step. In an object store, process 0 puts the step's file together from
+        the pieces every process uploads (docs/cloud.md, "Many processes").
 
         Raises:
             ValueError: For a step that is saved already, or not an int >= 0.
@@ -231,11 +232,6 @@ class CheckpointManager:
             raise TypeError(f"metrics: expected {expected}, got {metrics!r:.80}") from exc
         leaves, treedef, _ = flatten(tree)
         if not all(getattr(x, "is_fully_addressable", True) for x in leaves):  # (one process's part only)
-            if not self._where.local:
-                raise ValueError(
-                    f"{self.directory}: expected a local folder for arrays sharded across processes (each process "
-                    "writes its shards into one file); saving them to an object store is not supported yet"
-                )
             self._write_together(step, tree, info)
         elif self.async_save:
             host = treedef.unflatten(_snapshot(leaves))
@@ -261,11 +257,9 @@ class CheckpointManager:
 
     def _write(self, step: int, tree: Any, info: dict[str, Any]) -> None:
         if not self._where.local:  # into its folder, committed by its step.json written last
-            folder = self._folder(step)
-            remove_tree(folder)  # (what a save of this step that did not finish left)
-            save(folder.join(_TREE), tree)
-            write_bytes(folder.join(_INFO), json.dumps(info).encode("utf-8"))
-            self._retain()
+            remove_tree(self._folder(step))  # (what a save of this step that did not finish left)
+            save(self._folder(step).join(_TREE), tree)
+            self._commit_remote(step, info)
             return
         temp = self._temp(step, fresh=True)
         try:
@@ -287,9 +281,16 @@ class CheckpointManager:
         fsync_folder(self.directory)
         self._retain()
 
+    def _commit_remote(self, step: int, info: dict[str, Any]) -> None:
+        """Step ``step``, its tree uploaded, committed by its ``step.json``; then the rules applied."""
+        write_bytes(self._folder(step).join(_INFO), json.dumps(info).encode("utf-8"))
+        self._retain()
+
     def _write_together(self, step: int, tree: Any, info: dict[str, Any]) -> None:
         """Every process writes its shards of step ``step`` into one temporary folder (the same
-        name in all), then process 0 commits it (renames, applies the rules); barriers between."""
+        name in all), then process 0 commits it (renames, applies the rules); barriers between.
+        In an object store: into the step's folder (process 0 puts the file together from the
+        pieces the others upload), committed by process 0's ``step.json``."""
         import jax
         from jax.experimental import multihost_utils
 
@@ -298,6 +299,15 @@ class CheckpointManager:
         def barrier(name: str) -> None:
             multihost_utils.sync_global_devices(f"treekit.CheckpointManager {self.directory} {step} {name}")
 
+        if not self._where.local:
+            if first:
+                remove_tree(self._folder(step))  # (what a save of this step that did not finish left)
+            barrier("made")
+            save(self._folder(step).join(_TREE), tree)  # (treekit.save's barriers)
+            if first:
+                self._commit_remote(step, info)
+            barrier("committed")
+            return
         temp = self._temp(step, fresh=first)
         barrier("made")
         try:

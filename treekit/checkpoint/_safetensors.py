@@ -26,7 +26,7 @@ from treekit.checkpoint._ahead import Ahead
 from treekit.checkpoint._codes import CODES, code_of, dtype_of
 from treekit.checkpoint._header import MAX_HEADER, Header, Tensor, parse, short
 from treekit.checkpoint._progress import Progress
-from treekit.checkpoint._shards import pieces, save_together, write_pieces
+from treekit.checkpoint._shards import pieces, save_together, save_together_remote, write_pieces
 from treekit.checkpoint._staged import Staged, Writes
 from treekit.files import Where, locate, open_read, read_into, writing
 
@@ -125,13 +125,11 @@ def write(
     head = len(blob).to_bytes(8, "little") + blob
     where = path if isinstance(path, Where) else locate(path)
     if together:  # arrays sharded across processes: every process writes its own shards
-        if not where.local:
-            raise ValueError(
-                f"{where}: expected a local path for arrays sharded across processes (each process writes its "
-                "shards into one file); saving them to an object store is not supported yet"
-            )
         regions = [(name, array, dtype, shape) for name, array, dtype, shape, _, _ in entries]
-        save_together(where.path, head, regions, offset, _write_array)
+        if where.local:
+            save_together(where.path, head, regions, offset, _write_array)
+        else:
+            save_together_remote(where, head, regions, offset, _write_array)
         return
     ndarray = np.ndarray
     parts_of = [None if type(array) is ndarray else pieces(array) for _, array, *_ in entries]

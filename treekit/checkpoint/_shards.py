@@ -19,12 +19,25 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 from treekit.core import KeyPath, flatten, keystr
-from treekit.files import create_exclusive, fsync_folder, mode_for
+from treekit.files import (
+    Where,
+    create_exclusive,
+    file_size,
+    fsync_folder,
+    mode_for,
+    read_bytes,
+    read_into,
+    remove_tree,
+    write_bytes,
+    writing,
+)
 
 _GROUP = 1 << 25  # bytes of leaves a thread places at a time when loading
 _THREADS = 8  # threads at most that place a loaded tree's arrays
 
-__all__ = ["check_placements", "pieces", "place", "placed_on_mesh", "save_together", "write_pieces"]
+__all__ = [
+    "check_placements", "pieces", "place", "placed_on_mesh", "save_together", "save_together_remote", "write_pieces",
+]
 
 
 def pieces(array: Any) -> list[tuple[tuple[slice, ...], Any]] | None:
@@ -231,3 +244,93 @@ def save_together(
         if me == 0 and os.path.exists(temp):
             os.unlink(temp)
         raise
+
+
+def save_together_remote(
+    where: Where, head: bytes, regions: list[tuple[str, Any, Any, tuple[int, ...]]], data_size: int, write_whole: Any
+) -> None:
+    """:func:`save_together` for a file in an object store, where processes cannot write into one
+    object: each process uploads the pieces it holds (their bytes one after another, and a JSON
+    index of where each goes) beside ``where``; process 0 downloads them, one array's pieces at a
+    time, into a local file of the final layout (its own unsplit arrays too), uploads that file as
+    one object and removes the pieces. Barriers (``multihost_utils.sync_global_devices``) between;
+    a process that fails or dies leaves ``where`` as it was, the old file or none. Every byte
+    passes through process 0 (an object store cannot join objects written elsewhere in general)."""
+    import hashlib
+    import json
+
+    import jax
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    me, count = jax.process_index(), jax.process_count()
+    digest = hashlib.sha256(head).hexdigest()[:16]
+    parts = where.sibling(f".{where.name}.{digest}.parts")
+
+    def step(name: str) -> None:
+        multihost_utils.sync_global_devices(f"treekit.save {digest} {name}")
+
+    try:
+        index, at = [], 0
+        with writing(parts.join(f"process-{me}.bin")) as f:
+            for k, (_, array, _, _) in enumerate(regions):
+                for where_in, data in pieces(array) or ():
+                    piece = np.ascontiguousarray(np.asarray(data))
+                    if piece.nbytes:
+                        f.write(piece.reshape(-1).view(np.uint8).data)
+                    slices = [[s.start, s.stop] for s in where_in]
+                    index.append({"region": k, "index": slices, "shape": list(piece.shape), "at": at})
+                    at += piece.nbytes
+        write_bytes(parts.join(f"process-{me}.json"), json.dumps(index).encode("utf-8"))
+        step("uploaded")
+        if me == 0:
+            _assemble(where, parts, count, head, regions, data_size, write_whole)
+            remove_tree(parts)
+        step("committed")
+    except BaseException:
+        if me == 0:
+            remove_tree(parts)
+        raise
+
+
+def _assemble(
+    where: Where, parts: Where, count: int, head: bytes, regions: list[tuple[str, Any, Any, tuple[int, ...]]],
+    data_size: int, write_whole: Any,
+) -> None:
+    """Process 0's part of :func:`save_together_remote`: the file put together from every process's
+    uploaded pieces (each checked against the array it belongs to) and uploaded."""
+    import json
+
+    import numpy as np
+
+    indexes = []
+    for p in range(count):
+        bin_ = parts.join(f"process-{p}.bin")
+        raw = read_bytes(parts.join(f"process-{p}.json"), 1 << 26)
+        indexes.append((bin_, file_size(bin_), json.loads(raw)))
+    by_region: dict[int, list[tuple[Where, int, dict[str, Any]]]] = {}
+    for bin_, size, entries in indexes:
+        for entry in entries:
+            by_region.setdefault(int(entry["region"]), []).append((bin_, size, entry))
+    with writing(where, seekable=True) as g:
+        g.write(head)
+        g.truncate(len(head) + data_size)
+        at = len(head)
+        for k, (name, array, dtype, shape) in enumerate(regions):
+            g.seek(at)
+            mine = pieces(array)
+            if mine is None:
+                write_whole(g, name, array, dtype, shape)
+            else:
+                placed = []
+                for bin_, size, entry in by_region.get(k, []):
+                    index = tuple(slice(a, b) for a, b in entry["index"])
+                    piece = np.empty(tuple(entry["shape"]), dtype)
+                    begin = int(entry["at"])
+                    if len(index) != len(shape) or begin + piece.nbytes > size:
+                        raise ValueError(f"{bin_}: a piece of {name!r} at {index} that its array cannot hold")
+                    if piece.nbytes:
+                        read_into(bin_, [(begin, begin + piece.nbytes, piece.reshape(-1).view(np.uint8))])
+                    placed.append((index, piece))
+                write_pieces(g, placed, dtype, shape)
+            at += math.prod(shape) * dtype.itemsize

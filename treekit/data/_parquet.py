@@ -4,6 +4,7 @@ shard reads, read ahead in threads."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,6 +18,7 @@ from treekit.files import Where, arrow_filesystem, find, locate, matches
 __all__ = ["ParquetSource", "find_files", "parquet"]
 
 _NEEDS = "treekit.data.parquet needs pyarrow: pip install 'jax-treekit[parquet]'"
+_SHARED = ("S3FileSystem", "GcsFileSystem")  # pyarrow's own clients, whose files read at offsets from any thread
 
 
 def _pyarrow_parquet() -> Any:
@@ -93,6 +95,9 @@ class ParquetSource(PlannedSource):
         self.parts, self.ints = _partitions(self.files)
         made: dict[Any, Any] = {}  # (one pyarrow filesystem for the files of a bucket)
         self.arrow = [arrow_filesystem(where, made) for where, _ in self.files]
+        # a remote file stays open from its footer on where pyarrow's own client reads it (its
+        # reads at offsets are safe from several threads; each opening asks the store for its size)
+        self.kept: list[Any] = [None] * len(self.files)
         self.units: list[tuple[int, int]] = []
         # each file's footer (kept: a read then needs no request for it), several at once: an
         # object store answers each after a round trip
@@ -116,12 +121,19 @@ class ParquetSource(PlannedSource):
         self.position: dict[str, Any] = {"epoch": 0, "index": 0}
 
     def _open(self, file: int) -> Any:
+        """File ``file`` opened for reading, to be closed by the caller (a kept one: a no-op)."""
+        kept = self.kept[file]
+        if kept is not None:
+            return contextlib.nullcontext(kept)
         fs, path = self.arrow[file]
         return fs.open_input_file(path)
 
     def _footer(self, file: int) -> Any:
         """File ``file``'s Parquet metadata."""
         try:
+            fs, path = self.arrow[file]
+            if not self.files[file][0].local and type(fs).__name__ in _SHARED:
+                self.kept[file] = fs.open_input_file(path)
             with self._open(file) as f:
                 return _pyarrow_parquet().read_metadata(f)
         except Exception as exc:
@@ -134,8 +146,9 @@ class ParquetSource(PlannedSource):
         file, group = self.units[unit]
         rel = self.files[file][1]
         where = f"{rel} row group {group}"
+        remote = not self.files[file][0].local  # (the row group's columns asked for in one request)
         with self._open(file) as f:
-            handle = _pyarrow_parquet().ParquetFile(f, metadata=self.metas[file])
+            handle = _pyarrow_parquet().ParquetFile(f, metadata=self.metas[file], pre_buffer=remote)
             table = handle.read_row_group(group, columns=self.read_columns, use_threads=False)
         arrays = columns_to_numpy(table, self.read_columns, self.pads, self.shapes, where)
         for key, value in self.parts[file].items():
