@@ -82,7 +82,7 @@ SKIP = {
     ),
     **dict.fromkeys(
         [
-            "treekit.StructureMismatchError", "treekit.TreeCycleError", "treekit.PickleRefused",
+            "treekit.StructureMismatchError", "treekit.TreeCycleError", "treekit.PickleRefused", "treekit.MissingExtra",
             "treekit.SpecMismatchError", "treekit.StructureAssertionError", "treekit.TransposeMismatchError",
             "treekit.StructureKeyError",
         ],

@@ -51,6 +51,7 @@ def metadata(
 
     >>> import os, tempfile
     >>> import numpy as np
+    >>> from treekit import save
     >>> with tempfile.TemporaryDirectory() as d:
     ...     name = os.path.join(d, 'ckpt.safetensors')
     ...     save(name, {'w': np.zeros((2, 3), np.float32), 'step': 10})
@@ -111,7 +112,7 @@ def load_leaf(
 
     >>> import os, tempfile
     >>> import numpy as np
-    >>> from treekit import DictKey
+    >>> from treekit import DictKey, save
     >>> with tempfile.TemporaryDirectory() as d:
     ...     name = os.path.join(d, 'ckpt.safetensors')
     ...     save(name, {'params': {'w': np.arange(3.0), 'b': np.zeros(2)}})
