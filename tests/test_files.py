@@ -105,7 +105,9 @@ def test_write_read_list_and_delete(root: str) -> None:
     assert sorted(listdir(top)) == ["a", "b.bin"]
     assert glob(top, "a/*.bin") == ["a/x.bin"]
     # os.walk's order: a folder's files, then its folders', depth first; names skipped are not entered
-    assert find(top, lambda name: name.startswith("_")) == ["b.bin", "a/x.bin", "a/c/y.bin"]
+    found = find(top, lambda name: name.startswith("_"))
+    assert [f.path[len(top.path) + 1 :] for f in found] == ["b.bin", "a/x.bin", "a/c/y.bin"]
+    assert [f.size for f in found] == ([None] * 3 if top.local else [1, 100_000, 1])  # (remote: from the listing)
     assert [(m.name, is_file) for m, is_file in matches(top.join("*"))] == [("a", False), ("b.bin", True)]
     assert matches(top.join("nothing")) == []
     with local_copy(top.join("b.bin"), 10) as copy:

@@ -131,6 +131,7 @@ class CheckpointManager:
         self.directory = str(self._where)
         self.keep, self.keep_every, self.best, self.mode = keep, keep_every, best, mode
         self.save_every, self.async_save = save_every, async_save
+        self._listed: list[int] | None = None  # the steps the last listing found (its commits since)
         makedirs(self._where)
         jax = sys.modules.get("jax")  # (with several processes, process 0 alone cleans and deletes)
         if jax is None or jax.process_index() == 0:
@@ -169,7 +170,8 @@ class CheckpointManager:
             match = _STEP.fullmatch(name.split("/")[0])
             if match:
                 found.append(int(match.group(1)))
-        return sorted(found)
+        self._listed = sorted(found)
+        return list(self._listed)
 
     def latest_step(self) -> int | None:
         """The newest complete step, or ``None``."""
@@ -222,7 +224,10 @@ class CheckpointManager:
         if not force and self.save_every is not None and step % self.save_every:
             return False
         self.wait()
-        if step in self.steps():
+        # (in an object store, a listing is a round trip: the loop waits for none; the last one,
+        # made after the last commit in the background, stands for the steps this run has)
+        listed = self._listed if not self._where.local and self._listed is not None else self.steps()
+        if step in listed:
             raise ValueError(f"step: expected a step not saved yet, got {step} ({self._folder(step)} exists)")
         info = {"step": step, "metrics": dict(metrics or {}), "saved_at": time.time(), "written_by": _WRITER}
         try:
@@ -321,11 +326,10 @@ class CheckpointManager:
         barrier("committed")
 
     def _retain(self) -> None:
-        """Delete the steps the rules do not keep (only complete steps a manager wrote)."""
+        """Delete the steps the rules do not keep (only complete steps a manager wrote); in an
+        object store, then what saves that did not finish left below the newest step."""
         steps = self.steps()
-        if self.keep is None:
-            return
-        kept = set(steps[-self.keep :])
+        kept = set(steps if self.keep is None else steps[-self.keep :])
         if self.keep_every is not None:
             kept |= {s for s in steps if s % self.keep_every == 0}
         kept |= set(self._ranked(steps)[: self.keep])
@@ -341,7 +345,7 @@ class CheckpointManager:
                 os.rename(folder.path, old)
                 shutil.rmtree(old, ignore_errors=True)
         if not self._where.local:
-            self._clean()
+            self._clean()  # (its listing is the one save's check reads next)
 
     def wait(self) -> None:
         """Wait for the write in the background, if any; raise its error."""

@@ -4,7 +4,6 @@ shard reads, read ahead in threads."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -56,7 +55,8 @@ def find_files(paths: Any, filesystem: Any = None, storage_options: Any = None) 
                 if not (match is not where and _hidden(match.name)):  # a glob's _SUCCESS
                     found.append((match, match.name))
                 continue
-            found += [(match.join(*rel.split("/")), rel) for rel in find(match, _hidden)]
+            base = len(match.path.rstrip("/\\")) + 1
+            found += [(file, file.path[base:].replace(os.sep, "/")) for file in find(match, _hidden)]
     if not found:
         raise FileNotFoundError(f"paths: expected Parquet files, found none in {paths!r}")
     once: dict[str, tuple[Where, str]] = {}  # (a file that two paths name is read once)
@@ -95,9 +95,10 @@ class ParquetSource(PlannedSource):
         self.parts, self.ints = _partitions(self.files)
         made: dict[Any, Any] = {}  # (one pyarrow filesystem for the files of a bucket)
         self.arrow = [arrow_filesystem(where, made) for where, _ in self.files]
-        # a remote file stays open from its footer on where pyarrow's own client reads it (its
-        # reads at offsets are safe from several threads; each opening asks the store for its size)
-        self.kept: list[Any] = [None] * len(self.files)
+        # a remote file that pyarrow's own client reads is a dataset fragment, made with the size
+        # the listing gave (opening a file asks the store for it: a round trip) and kept from its
+        # footer on (its reads at offsets are safe from several threads)
+        self.fragments: list[Any] = [None] * len(self.files)
         self.units: list[tuple[int, int]] = []
         # each file's footer (kept: a read then needs no request for it), several at once: an
         # object store answers each after a round trip
@@ -120,21 +121,19 @@ class ParquetSource(PlannedSource):
         self.readers = readers
         self.position: dict[str, Any] = {"epoch": 0, "index": 0}
 
-    def _open(self, file: int) -> Any:
-        """File ``file`` opened for reading, to be closed by the caller (a kept one: a no-op)."""
-        kept = self.kept[file]
-        if kept is not None:
-            return contextlib.nullcontext(kept)
-        fs, path = self.arrow[file]
-        return fs.open_input_file(path)
-
     def _footer(self, file: int) -> Any:
         """File ``file``'s Parquet metadata."""
+        fs, path = self.arrow[file]
+        where = self.files[file][0]
         try:
-            fs, path = self.arrow[file]
-            if not self.files[file][0].local and type(fs).__name__ in _SHARED:
-                self.kept[file] = fs.open_input_file(path)
-            with self._open(file) as f:
+            if not where.local and type(fs).__name__ in _SHARED:
+                import pyarrow.dataset as ds
+
+                fragment = ds.ParquetFileFormat().make_fragment(path, filesystem=fs, file_size=where.size)
+                fragment.ensure_complete_metadata()
+                self.fragments[file] = fragment
+                return fragment.metadata
+            with fs.open_input_file(path) as f:
                 return _pyarrow_parquet().read_metadata(f)
         except Exception as exc:
             rel = self.files[file][1]
@@ -146,10 +145,15 @@ class ParquetSource(PlannedSource):
         file, group = self.units[unit]
         rel = self.files[file][1]
         where = f"{rel} row group {group}"
-        remote = not self.files[file][0].local  # (the row group's columns asked for in one request)
-        with self._open(file) as f:
-            handle = _pyarrow_parquet().ParquetFile(f, metadata=self.metas[file], pre_buffer=remote)
-            table = handle.read_row_group(group, columns=self.read_columns, use_threads=False)
+        fragment = self.fragments[file]
+        if fragment is not None:  # (the row group's columns asked for together, no size asked)
+            table = fragment.subset(row_group_ids=[group]).to_table(columns=self.read_columns, use_threads=False)
+        else:
+            fs, path = self.arrow[file]
+            remote = not self.files[file][0].local  # (then the row group's columns in one request)
+            with fs.open_input_file(path) as f:
+                handle = _pyarrow_parquet().ParquetFile(f, metadata=self.metas[file], pre_buffer=remote)
+                table = handle.read_row_group(group, columns=self.read_columns, use_threads=False)
         arrays = columns_to_numpy(table, self.read_columns, self.pads, self.shapes, where)
         for key, value in self.parts[file].items():
             if key in self.columns:

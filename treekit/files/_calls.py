@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import IO
 
 from treekit.files._atomic import atomic_file
@@ -196,30 +197,35 @@ def matches(where: Where) -> list[tuple[Where, bool]]:
     fs.invalidate_cache()
     if globbing.has_magic(where.path):
         infos = fs.glob(where.path, detail=True)
-        return [(where.at(p), info.get("type") != "directory") for p, info in sorted(infos.items())]
-    try:
-        info = fs.info(where.path)
-    except FileNotFoundError:
-        return []
-    return [(where, info.get("type") != "directory")]
+    else:
+        try:
+            infos = {where.path: fs.info(where.path)}
+        except FileNotFoundError:
+            return []
+    named = []
+    for p, info in sorted(infos.items()):
+        is_file = info.get("type") != "directory"
+        at = where if p == where.path else where.at(p)
+        named.append((replace(at, size=info.get("size")) if is_file else at, is_file))
+    return named
 
 
-def find(where: Where, skip: Callable[[str], bool]) -> list[str]:
+def find(where: Where, skip: Callable[[str], bool]) -> list[Where]:
     """Every file below folder ``where`` whose path has no file or folder name ``skip`` is true
-    of (those folders are not entered), relative to it, ``/``-separated, in ``os.walk``'s order
-    with sorted names: a folder's files, then each of its folders' files, depth first."""
+    of (those folders are not entered), in ``os.walk``'s order with sorted names: a folder's
+    files, then each of its folders' files, depth first. Remote ones carry their ``size``."""
     if where.local:
         found = []
         for folder, dirs, files in os.walk(where.path):
             dirs[:] = sorted(d for d in dirs if not skip(d))
-            rel = os.path.relpath(folder, where.path)
-            found += [os.path.normpath(os.path.join(rel, f)).replace(os.sep, "/") for f in sorted(files) if not skip(f)]
+            found += [where.at(os.path.join(folder, f)) for f in sorted(files) if not skip(f)]
         return found
     base = where.path.rstrip("/") + "/"
-    rels = [p[len(base) :].split("/") for p in where.fs.find(where.path) if p.startswith(base)]
+    infos = where.fs.find(where.path, detail=True)
+    rels = [p[len(base) :].split("/") for p in infos if p.startswith(base)]
     kept = [parts for parts in rels if not any(map(skip, parts))]
     kept.sort(key=lambda parts: [(k < len(parts) - 1, name) for k, name in enumerate(parts)])  # (os.walk's order)
-    return ["/".join(parts) for parts in kept]
+    return [replace(where.join(*parts), size=infos[base + "/".join(parts)].get("size")) for parts in kept]
 
 
 def makedirs(where: Where) -> None:

@@ -37,7 +37,8 @@ class Where:
     """A file or folder: ``path`` on ``fs`` (an fsspec filesystem), or on the local disk where
     ``fs`` is ``None``; ``shown`` is how messages name it (the URL or path as the caller wrote it);
     ``arrow`` is the pyarrow filesystem the caller gave, if any; ``native``: pyarrow may open the
-    URL with its own classes (no ``storage_options`` were given, which only fsspec's take).
+    URL with its own classes (no ``storage_options`` were given, which only fsspec's take);
+    ``size``: the file's size where a listing gave it (a reader then need not ask).
 
     >>> Where('/tmp/run', None, '/tmp/run').join('step_1', 'step.json').path
     '/tmp/run/step_1/step.json'
@@ -48,6 +49,7 @@ class Where:
     shown: str
     arrow: Any = None
     native: bool = False
+    size: int | None = None
 
     @property
     def local(self) -> bool:
