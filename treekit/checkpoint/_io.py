@@ -138,7 +138,7 @@ def save(
         return
     arrays = {name: np.asarray(array) for name, array in arrays.items()}
     arrays[RECORD] = np.frombuffer(record.encode("utf-8"), np.uint8)
-    with writing(where, seekable=True) as f:  # (zipfile seeks back to fill in each member's header)
+    with writing(where) as f:
         np.savez(f, **arrays)
 
 

@@ -137,8 +137,7 @@ def write(
               for (_, a, *_), parts in zip(entries, parts_of)]  # fmt: skip
     ahead = Ahead(copies, [e[5] for e in entries]) if any(copies) else None
     staged = offset >= _STAGED and all(parts is None for parts in parts_of)  # (see _staged: written from a thread)
-    sharded = any(parts is not None for parts in parts_of)  # (written through a map of the file: seekable)
-    with writing(where, seekable=sharded) as file, Progress(f"save {where.name}", offset) as progress:
+    with writing(where) as file, Progress(f"save {where.name}", offset) as progress:
         with Staged(file) if staged else contextlib.nullcontext(file) as f:
             f.write(head)
             for k, ((name, array, dtype, shape, _, size), parts) in enumerate(zip(entries, parts_of)):

@@ -312,7 +312,7 @@ def _assemble(
     for bin_, size, entries in indexes:
         for entry in entries:
             by_region.setdefault(int(entry["region"]), []).append((bin_, size, entry))
-    with writing(where, seekable=True) as g:
+    with writing(where) as g:
         g.write(head)
         g.truncate(len(head) + data_size)
         at = len(head)
