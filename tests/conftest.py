@@ -12,8 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
-from tests.object_store import bucket, s3_env  # noqa: F401 (fixtures: one S3 server for the session)
+from object_store import bucket, s3_env  # noqa: F401 (fixtures: one S3 server for the session)
 
 try:
     from hypothesis import settings
