@@ -186,7 +186,7 @@ HOSTILE: dict[str, tuple[Any, str]] = {
     ),
     "2 MiB npz inflating to 2 GiB": (
         lambda p: _zip_bomb(p, 2 << 30),
-        "inflates to 2,147,483,776 bytes, more than --max-bytes 1,073,741,824; pass --max-bytes N or --no-limit",
+        "inflates to 2,147,483,776 bytes, more than the default bound of 268,435,456 (100x the file's",
     ),
 }
 

@@ -84,12 +84,23 @@ def test_a_compressed_member_claiming_more_than_deflate_gives_is_refused(tmp_pat
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS caps the address space on Linux")
-def test_max_bytes_bounds_a_zip_bomb_and_a_safetensors_file(tmp_path: Path) -> None:
+def test_max_bytes_bounds_a_zip_bomb_and_a_safetensors_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bomb = tmp_path / "zeros.npz"
     np.savez_compressed(bomb, w=np.zeros(1 << 30, np.uint8))  # 1 GB of zeros in about 1 MB
     assert bomb.stat().st_size < 2 << 20
     got = load_capped(bomb, max_bytes=100 << 20)
     assert got.startswith(f"ValueError: {bomb}: inflates to 1,073,741,952 bytes, more than max_bytes=104,857,600"), got
+    # without max_bytes: the default bound, 100x the file's size (at least 256 MiB), says so
+    size = bomb.stat().st_size
+    got = load_capped(bomb)
+    why = f"the default bound of 268,435,456 (100x the file's {size:,} bytes, at least 268,435,456: a zip bomb?)"
+    assert got.startswith(f"ValueError: {bomb}: inflates to 1,073,741,952 bytes, more than {why}; pass max_bytes"), got
+    from treekit.cli import main
+
+    assert main(["show", str(bomb)]) == 1  # (treekit show: the same default, before anything inflates)
+    assert "more than the default bound of 268,435,456" in capsys.readouterr().err
     plain = tmp_path / "w.safetensors"
     treekit.save(plain, {"w": np.zeros(1000)})
     with pytest.raises(ValueError, match="expected at most max_bytes=100 bytes, got"):

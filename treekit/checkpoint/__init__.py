@@ -11,7 +11,10 @@ from treekit.checkpoint._io import save as save
 from treekit.checkpoint._lookup import load_leaf as load_leaf
 from treekit.checkpoint._lookup import metadata as metadata
 from treekit.checkpoint._manager import CheckpointManager as CheckpointManager
+from treekit.checkpoint._npz import INFLATION as INFLATION
+from treekit.checkpoint._npz import INFLATION_FLOOR as INFLATION_FLOOR
 from treekit.checkpoint._npz import NPY_MAGIC as NPY_MAGIC
 from treekit.checkpoint._npz import PickleRefused as PickleRefused
 from treekit.checkpoint._npz import check_members as check_members
+from treekit.checkpoint._npz import default_bound as default_bound
 from treekit.checkpoint._npz import npy_header as npy_header

@@ -264,10 +264,12 @@ def load(
             copying only its slice, so a file saved on one mesh loads onto any other. Without
             it, where ``like`` holds ``ShapeDtypeStruct`` with a sharding or jax arrays
             sharded over several devices, each leaf of ``like`` gives its sharding.
-        max_bytes: The most bytes of arrays to read (``None``: no bound but the file's own).
-            Whatever it is, every size a file claims is checked against its real size before
-            anything is allocated; a compressed ``.npz`` member can still expand to about
-            1,000x its compressed bytes (deflate's most), which this bounds.
+        max_bytes: The most bytes of arrays to read (``None``: no bound but the file's own,
+            and for a ``.npz`` 100x its size, at least 256 MiB). Whatever it is, every size a
+            file claims is checked against its real size before anything is allocated; a
+            compressed ``.npz`` member can expand to about 1,000x its compressed bytes
+            (deflate's most: a 1 MB file of zeros to 1 GB), so a ``.npz`` that inflates further
+            than that default needs ``max_bytes`` given (``max_bytes=sys.maxsize``: no bound).
         strict: With ``like``: ``False`` restores what the file has and keeps ``like``'s
             leaves where it has none, and returns ``(tree, missing, unexpected)`` (a
             ``Partial``: ``like``'s key paths the file lacks, the file's leaves ``like`` has

@@ -12,8 +12,8 @@ from typing import IO, Any
 from treekit.files import Where, locate, open_read
 
 __all__ = [
-    "NPY_MAGIC", "PICKLE_FILE", "PICKLE_WHY", "ZIP_HEADS", "PickleRefused", "check_members", "file_head",
-    "may_be_pickle", "npy_header", "read_npz",
+    "INFLATION", "INFLATION_FLOOR", "NPY_MAGIC", "PICKLE_FILE", "PICKLE_WHY", "ZIP_HEADS", "PickleRefused",
+    "check_members", "default_bound", "default_over", "file_head", "may_be_pickle", "npy_header", "read_npz",
 ]
 
 ZIP_HEADS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip file's first member, or an empty zip file
@@ -45,7 +45,9 @@ def read_npz(path: str | os.PathLike[str] | Where, max_bytes: int | None = None)
     Tells a file that is not a zip, or a damaged one (``not a valid .npz (zip) file: ...``)
     from a pickle, or an array stored with pickle (:class:`PickleRefused`). Before anything is
     allocated, each member's claims are checked against the file (:func:`check_members`), so
-    memory follows the file's real size, not what it says.
+    memory follows the file's real size, not what it says: what the members inflate to is at
+    most ``max_bytes``, or by default :func:`default_bound` (100x the file's size, at least
+    256 MiB).
 
     Raises:
         PickleRefused: For a pickle, or an array stored with pickle.
@@ -60,6 +62,33 @@ def read_npz(path: str | os.PathLike[str] | Where, max_bytes: int | None = None)
         return _read_npz(f, str(where), max_bytes, np)
 
 
+INFLATION = 100  # what a .npz may inflate to by default: this many times its size...
+INFLATION_FLOOR = 1 << 28  # ... or 256 MiB, whichever is more
+
+
+def default_bound(size: int) -> int:
+    """What the members of a ``.npz`` of ``size`` bytes may inflate to unless told otherwise:
+    :data:`INFLATION` times its size, at least :data:`INFLATION_FLOOR` bytes. (A deflated member
+    of zeros gives 1,000x its compressed bytes: a 1 MB file would otherwise make 1 GB.)
+
+    >>> default_bound(1_000), default_bound(10_000_000)
+    (268435456, 1000000000)
+    """
+    return max(INFLATION_FLOOR, INFLATION * size)
+
+
+def default_over(size: int) -> Callable[[int], str]:
+    """How a ``.npz`` of ``size`` bytes is over :func:`default_bound` (``check_members``'s ``over``)."""
+
+    def over(bound: int) -> str:
+        return (
+            f"more than the default bound of {bound:,} ({INFLATION}x the file's {size:,} bytes, at least "
+            f"{INFLATION_FLOOR:,}: a zip bomb?); pass max_bytes=N to read it anyway"
+        )
+
+    return over
+
+
 def _read_npz(f: IO[bytes], p: str, max_bytes: int | None, np: Any) -> dict[str, Any]:
     head = f.read(4)
     if may_be_pickle(head):
@@ -70,7 +99,11 @@ def _read_npz(f: IO[bytes], p: str, max_bytes: int | None, np: Any) -> dict[str,
     try:
         with zipfile.ZipFile(f) as archive:
             try:
-                check_members(archive, f.seek(0, os.SEEK_END), max_bytes)
+                size = f.seek(0, os.SEEK_END)
+                if max_bytes is None:
+                    check_members(archive, size, default_bound(size), over=default_over(size))
+                else:
+                    check_members(archive, size, max_bytes)
             except ValueError as exc:
                 raise ValueError(f"{p}: {exc}") from None
         f.seek(0)

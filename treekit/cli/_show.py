@@ -11,11 +11,11 @@ import contextlib
 import json
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from treekit.checkpoint import NPY_MAGIC, check_members, metadata, npy_header
+from treekit.checkpoint import INFLATION, INFLATION_FLOOR, NPY_MAGIC, check_members, default_bound, metadata, npy_header
 from treekit.core import dtype_name, flatten, leaf_size
 from treekit.files import local_copy, locate
 from treekit.look import Row, summary, table_rows, view
@@ -36,10 +36,21 @@ def _limit_hint(max_bytes: int) -> str:
 
 
 def _check_npz(path: Path, max_bytes: int | None, allow_pickle: bool) -> None:
-    """Check every member's declared size (what it inflates to) and ``.npy`` header first."""
+    """Check every member's declared size (what it inflates to) and ``.npy`` header first; by
+    default (``max_bytes`` is :data:`DEFAULT_MAX_BYTES`) also against the bound ``treekit.load``
+    keeps by default (100x the file's size, at least 256 MiB)."""
+    size = path.stat().st_size
+    over: Callable[[int], str] = _limit_hint
+    if max_bytes == DEFAULT_MAX_BYTES and default_bound(size) < max_bytes:
+        max_bytes = default_bound(size)
+        why = f"{INFLATION}x the file's {size:,} bytes, at least {INFLATION_FLOOR:,}: a zip bomb?"
+        over = lambda bound: (  # noqa: E731
+            f"more than the default bound of {bound:,} ({why}); pass --max-bytes N or --no-limit to read it"
+        )
+
     try:
         with zipfile.ZipFile(path) as archive:
-            check_members(archive, path.stat().st_size, max_bytes, allow_pickle, _limit_hint, _HEADER_ADVICE)
+            check_members(archive, size, max_bytes, allow_pickle, over, _HEADER_ADVICE)
     except zipfile.BadZipFile as exc:
         raise ValueError(f"not a valid .npz (zip) file: {exc}") from exc
 
@@ -133,8 +144,8 @@ def load_tree(path: str | Path, *, allow_pickle: bool = False, max_bytes: int | 
 
     if zipfile.is_zipfile(path):  # else load() says what it is: a pickle, or not a zip
         _check_npz(path, max_bytes, allow_pickle)
-    try:
-        return load(path)  # treekit.save's files, and any .npz without pickles
+    try:  # (the size checked above: load bounds nothing more)
+        return load(path, max_bytes=sys.maxsize if max_bytes is None else max_bytes)
     except PickleRefused as exc:
         if not allow_pickle:
             raise ValueError(f"{exc}; pass --allow-pickle only for files you trust") from None
