@@ -353,3 +353,41 @@ def test_json_of_floats_with_exponents_only_is_counted_before_parsing() -> None:
     nested = "[" * 16 + ",".join(["1e5"] * 29) + "]" * 16  # (the first count must see 1e5 as a number)
     with pytest.raises(ValueError, match="at most 12 times its size, got 0 objects, 320,001 arrays"):
         bounded_json(("[" + ",".join([nested] * 20_000) + "]").encode(), "x")
+
+
+HOSTILE_NAME = "\x1b]0;PWNED\x07\x1b[2K\r\x1b[32mall good\x1b[0m nomod:x"
+
+
+def _with_type(path: Path, name: str, kind: str = "namedtuple") -> None:
+    """A safetensors file whose structure record names ``name`` as a node's class."""
+    from treekit.checkpoint import _safetensors
+
+    record = {
+        "format": "treekit.save", "version": 2,
+        "nodes": [{"path": "['a'][0]", "value": 1}, {"node": kind, "n": 1, "type": name}, {"node": "dict", "n": 1,
+                  "keys": ["a"]}],
+    }  # fmt: skip
+    if path.suffix == ".npz":
+        np.savez(path, __treekit__=np.frombuffer(json.dumps(record).encode(), np.uint8))
+    else:
+        _safetensors.write(path, [], {"format": "pt", "__treekit__": json.dumps(record)})
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+@pytest.mark.parametrize("kind", ["namedtuple", "registered", "jax", "template"])
+def test_file_text_in_messages_is_escaped(
+    tmp_path: Path, kind: str, suffix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from treekit.cli import main
+
+    path = tmp_path / f"hostile{suffix}"
+    _with_type(path, HOSTILE_NAME, kind)
+    with pytest.raises(ValueError) as info:
+        treekit.load(path)
+    message = str(info.value)
+    assert "\x1b" not in message and "\x07" not in message and "\r" not in message
+    assert r"\x1b]0;PWNED\x07\x1b[2K\r\x1b[32mall good\x1b[0m nomod" in message
+    status = main(["show", str(path)])  # (a template's node: shown by its leaves' paths, status 0)
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err and "\x07" not in out + err and "\r" not in out + err
+    assert status == 0 or r"\x1b]0;PWNED" in err

@@ -22,7 +22,7 @@ from treekit.checkpoint._foreign import read_index, rename_rules, renamed
 from treekit.checkpoint._npz import PICKLE_FILE, ZIP_HEADS, PickleRefused, file_head, may_be_pickle, read_npz
 from treekit.checkpoint._restore import floating_as, restore
 from treekit.checkpoint._shards import place, placed_on_mesh
-from treekit.core import dtype_name, flatten, keystr
+from treekit.core import dtype_name, flatten, keystr, printable
 from treekit.files import Where, file_size, locate, writing
 
 __all__ = ["RECORD", "PickleRefused", "damaged", "load", "parse_record", "read_npz", "save", "uncollected"]
@@ -350,4 +350,4 @@ def damaged(path: Where) -> Iterator[None]:
         raise ValueError(f"{path}: {exc}") from None
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
         detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
-        raise ValueError(f"{path}: damaged or unreadable treekit structure record ({detail})") from None
+        raise ValueError(f"{path}: damaged or unreadable treekit structure record ({printable(detail)})") from None

@@ -33,6 +33,7 @@ from treekit.core import (
     jax_alone,
     keystr,
     lookup,
+    printable,
 )
 
 FORMAT = "treekit.save"
@@ -259,8 +260,9 @@ class NeedsTemplate(ValueError):
     def __init__(self, ref: str, first: str | None, leaf: bool = False) -> None:
         what = "leaf" if leaf else "node holding"
         where = "the root" if first == "" else f"the {what} {first}" if first else "a node without leaves"
+        what, where = printable(ref.replace(":", ".")), printable(where)  # (a file's text)
         super().__init__(
-            f"file: {where} is a {ref.replace(':', '.')}, which only its class can build: pass like= "
+            f"file: {where} is a {what}, which only its class can build: pass like= "
             "(a tree of the same structure, such as the model made again) to load into it"
         )
 
@@ -309,14 +311,14 @@ def node_value(kind: str, entry: dict[str, Any], children: list[Any]) -> Any:
         # Only a namedtuple class is called: a record naming any other callable (os.system)
         # must not run it, or a file could run code as a pickle can.
         if not (isinstance(cls, type) and issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple)):
-            raise ValueError(f"{entry['type'].replace(':', '.')} is not a namedtuple class")
+            raise ValueError(f"{printable(entry['type'].replace(':', '.'))} is not a namedtuple class")
         return cls(*children)
     ntype = lookup(cls)
     if ntype is None or ntype.type is not cls:
-        raise ValueError(f"{entry['type'].replace(':', '.')} is not registered as a pytree node")
+        raise ValueError(f"{printable(entry['type'].replace(':', '.'))} is not registered as a pytree node")
     if ntype.kind == "jax":  # saved as a dataclass; here jax alone knows it, as treekit cannot read
         raise ValueError(
-            f"{entry['type'].replace(':', '.')} is registered with JAX only, before treekit was imported: "
+            f"{printable(entry['type'].replace(':', '.'))} is registered with JAX only, before treekit was imported: "
             "import treekit first, or register it with treekit too, or load with like="
         )
     return ntype.unflatten(decode(entry["data"]), children)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from treekit.core import current_module
+from treekit.core import current_module, printable
 
 
 class Unsaveable(Exception):
@@ -20,7 +20,7 @@ class Undefined(ValueError):
     intact: its module is not imported, or it was the saving script's ``__main__``)."""
 
     def __init__(self, ref: str) -> None:
-        module, name = ref.partition(":")[0], ref.replace(":", ".")
+        module, name = printable(ref.partition(":")[0]), printable(ref.replace(":", "."))  # (a file's text)
         if module == "__main__":
             how = "it was defined in the script that saved the file: define it in this script too"
         else:
@@ -100,7 +100,7 @@ def decode(data: Any) -> Any:
             raise Undefined(body)
         if not (isinstance(obj, type) or callable(obj)):  # (what save records by name: nothing else)
             kind = type(obj).__name__
-            raise ValueError(f"{body.replace(':', '.')} is a {kind}: a record names classes and functions")
+            raise ValueError(f"{printable(body.replace(':', '.'))} is a {kind}: a record names classes and functions")
         return obj
     raise ValueError(f"unknown tag {tag!r}")
 

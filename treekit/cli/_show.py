@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from treekit.checkpoint import INFLATION, INFLATION_FLOOR, NPY_MAGIC, check_members, default_bound, metadata, npy_header
-from treekit.core import dtype_name, flatten, leaf_size
+from treekit.core import dtype_name, flatten, leaf_size, printable
 from treekit.files import local_copy, locate
 from treekit.look import Row, summary, table_rows, view
 from treekit.ops import unflatten_dict
@@ -316,5 +316,7 @@ def show(
 
 
 def _one_line(exc: BaseException) -> str:
+    """``exc``'s message on one line, any text of the file's in it escaped (a last guard: the
+    messages escape it where they take it)."""
     text = str(exc) or type(exc).__name__
-    return " ".join(text.split("\n"))
+    return printable(" ".join(text.split("\n")), limit=2000)

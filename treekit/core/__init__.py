@@ -17,6 +17,7 @@ from treekit.core._describe import is_inexact_dtype as is_inexact_dtype
 from treekit.core._describe import is_key_dtype as is_key_dtype
 from treekit.core._describe import itemsize as itemsize
 from treekit.core._describe import leaf_size as leaf_size
+from treekit.core._describe import printable as printable
 from treekit.core._describe import shape_text as shape_text
 from treekit.core._errors import Caller as Caller
 from treekit.core._errors import StructureAssertionError as StructureAssertionError

@@ -1,4 +1,5 @@
-"""How a leaf is shown in messages and tables: arrays as ``f32[4,4]``, never their contents.
+"""How a leaf is shown in messages and tables: arrays as ``f32[4,4]``, never their contents;
+and text that came from a file, escaped (:func:`printable`).
 
 Duck-typed on ``shape`` and ``dtype``, so numpy, jax and torch arrays and ShapeDtypeStructs
 work without importing their libraries.
@@ -15,6 +16,7 @@ __all__ = [
     "is_key_dtype",
     "itemsize",
     "leaf_size",
+    "printable",
     "shape_text",
     "short_dtype",
 ]
@@ -190,3 +192,19 @@ def describe_leaf(x: Any, width: int = 60) -> str:
         return f"{dtype}[{','.join(dim_text(d) for d in x.shape)}]"
     text = repr(x)
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def printable(text: object, limit: int = 200) -> str:
+    r"""``text`` (a name, key or message that came from a file) as it may be shown in a message or
+    on a terminal: every character that is not printable escaped as Python escapes it (an escape
+    sequence cannot retitle a terminal or fake a line), cut to ``limit`` characters.
+
+    >>> print(printable('nomod:x\x1b]0;PWNED\x07\r'))
+    nomod:x\x1b]0;PWNED\x07\r
+    >>> printable('ok: Linear'), len(printable('x' * 500))
+    ('ok: Linear', 201)
+    """
+    text = str(text)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= limit else text[:limit] + "\N{HORIZONTAL ELLIPSIS}"
