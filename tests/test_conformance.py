@@ -18,7 +18,6 @@ import pytest
 
 import treekit
 from treekit import tree_flatten, tree_map, tree_structure, tree_unflatten
-from treekit.core._registry import lookup
 
 Registered = Callable[[type, Callable[[type], Any]], Any]
 
@@ -343,13 +342,22 @@ def test_deliberate_no_proto_serialization_but_pickle() -> None:
     assert pickle.loads(pickle.dumps(treedef)) == treedef
 
 
-def test_deliberate_register_dataclass_takes_no_bare_string() -> None:
-    # docs/migration.md, "Smaller differences": a string is refused, not read as its characters.
+def test_deliberate_register_dataclass_takes_one_name_as_a_string(registered: Any) -> None:
+    # docs/migration.md, "Smaller differences": a string is one name, not its characters.
     @dataclasses.dataclass
     class Norm:
         scale: float
         cache: Any = None
 
-    with pytest.raises(TypeError, match=re.escape("got str (one name goes in a list: drop_fields=['cache'])")):
-        treekit.register_dataclass(Norm, drop_fields="cache")
-    assert lookup(Norm) is None
+    registered(Norm, lambda c: treekit.register_dataclass(c, drop_fields="cache"))
+    leaves, treedef = treekit.tree_flatten(Norm(2.0, cache="stale"))
+    assert leaves == [2.0] and treedef.unflatten([3.0]) == Norm(3.0)
+
+    @dataclasses.dataclass
+    class Pair:
+        w: float
+        tag: str
+        z: Any = None
+
+    registered(Pair, lambda c: treekit.register_dataclass(c, data_fields="w", meta_fields="tag", drop_fields="z"))
+    assert treekit.tree_leaves(Pair(1.0, "a", 5)) == [1.0]

@@ -868,8 +868,8 @@ class Plain:
         ),
         (lambda: treekit.register_static("x"), "cls: expected a class, got str"),
         (
-            lambda: treekit.register_dataclass(Plain, data_fields="ab", meta_fields=[]),
-            "data_fields: expected a sequence of attribute names (str), got str",
+            lambda: treekit.register_dataclass(Plain, data_fields=3, meta_fields=[]),
+            "data_fields: expected a sequence of attribute names (str), got int",
         ),
         (
             lambda: treekit.register_dataclass(Plain, data_fields=[1], meta_fields=[]),

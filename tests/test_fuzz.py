@@ -600,7 +600,7 @@ class _Plain:
         (lambda: tk.register_pytree_with_keys_class(None), "cls: expected a class, got NoneType"),
         (lambda: tk.register_static("Tag"), "cls: expected a class, got str"),
         (lambda: tk.register_dataclass(None), "nodetype: expected a class, got NoneType"),
-        (lambda: tk.register_dataclass(_Plain, "xy", []), "data_fields: expected a sequence of attribute names (str)"),
+        (lambda: tk.register_dataclass(_Plain, 3, []), "data_fields: expected a sequence of attribute names (str)"),
         (lambda: tk.keystr((tk.DictKey("a"),), separator=0), "keystr: separator: expected str, got int"),
         (lambda: P.flatten_dict({"a": 1}, sep=0), "sep: expected a str or None, got int"),
         (lambda: P.chain(P.sgd(0.1), 3), "transformations[1]: expected a GradientTransformation"),

@@ -210,9 +210,7 @@ def test_register_dataclass_refuses_init_false_fields_not_dropped() -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         treekit.register_dataclass(_Derived)
     assert lookup(_Derived) is None
-    with pytest.raises(TypeError, match=re.escape("got str (one name goes in a list: drop_fields=['z'])")):
-        treekit.register_dataclass(_Derived, drop_fields="z")
-    treekit.register_dataclass(_Derived, drop_fields=["z"])
+    treekit.register_dataclass(_Derived, drop_fields="z")  # (one name as a str, as jax's own tests pass it)
     try:
         node = _Derived(1, 2)
         node.z = 5

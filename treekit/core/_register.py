@@ -266,6 +266,11 @@ def register_pytree_with_keys_class(cls: C) -> C:
     return cls
 
 
+def _names(names: Sequence[str] | str | None) -> Sequence[str] | None:
+    """Field names as given, one name given as a ``str`` in a tuple."""
+    return (names,) if isinstance(names, str) else names
+
+
 def register_dataclass(
     nodetype: C,
     data_fields: Sequence[str] | None = None,
@@ -294,6 +299,7 @@ def register_dataclass(
         data_fields: Attribute names whose values are children (key entries :class:`GetAttrKey`).
         meta_fields: Attribute names whose values are node data; they must be hashable.
         drop_fields: Dataclass ``init`` fields that are neither (rebuilt by their defaults).
+            Each of the three may be one name as a ``str`` (``drop_fields='cache'``).
 
     Returns:
         ``nodetype``, unchanged.
@@ -305,13 +311,16 @@ def register_dataclass(
             or the class is already registered.
     """
     _check_class("nodetype", nodetype)
+    # (one name may come as a str: jax's own tests pass drop_fields="z"; jax reads a str as its
+    # characters, which agrees for one-letter names)
+    data_fields, meta_fields = (_names(data_fields), _names(meta_fields))
+    drop_fields = _names(drop_fields) or ()
     for label, names in (("data_fields", data_fields), ("meta_fields", meta_fields), ("drop_fields", drop_fields)):
         if names is None:
             continue
-        if isinstance(names, str) or not isinstance(names, Iterable) or not all(isinstance(n, str) for n in names):
-            what = type(names).__name__ if isinstance(names, str) or not isinstance(names, Iterable) else "other items"
-            hint = f" (one name goes in a list: {label}=[{names!r}])" if isinstance(names, str) else ""
-            raise TypeError(f"{label}: expected a sequence of attribute names (str), got {what}{hint}")
+        if not isinstance(names, Iterable) or not all(isinstance(n, str) for n in names):
+            what = type(names).__name__ if not isinstance(names, Iterable) else "other items"
+            raise TypeError(f"{label}: expected a sequence of attribute names (str), got {what}")
     if data_fields is None or meta_fields is None:
         if (data_fields is None) != (meta_fields is None):
             raise TypeError(
