@@ -271,12 +271,15 @@ def _add_show(sub: Any) -> None:
 
     show = sub.add_parser(
         "show",
-        help="print the summary of a tree stored in .npz, .npy or .json",
+        help="print the summary of a tree stored in .safetensors, .npz, .npy or .json",
         description="Print the summary table (key path, shape, dtype, size, bytes) of the tree in FILE: "
-        ".npz (keys split on / into nested dicts), .npy or .json. Sizes are checked before anything "
+        ".safetensors (from its header alone), .npz (keys split on / into nested dicts), .npy or .json; "
+        "a path or a URL (s3://, gs://, any fsspec filesystem). Sizes are checked before anything "
         "is read. Exits 1 if the file cannot be read or is refused.",
     )
-    show.add_argument("file", metavar="FILE", help="a .npz, .npy or .json file (or a pickle, with --allow-pickle)")
+    show.add_argument(
+        "file", metavar="FILE", help="a .safetensors, .npz, .npy or .json file or URL (a pickle with --allow-pickle)"
+    )
     show.add_argument(
         "--depth",
         type=_natural,
