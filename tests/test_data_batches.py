@@ -170,3 +170,61 @@ def _parquet_resume(tmp_path: Any, seed: int, cut: int) -> None:
 @pytest.mark.parametrize("cut", [0, 4, 9, 17])
 def test_parquet_batches_resume_exactly_across_epochs(tmp_path: Any, cut: int) -> None:
     _parquet_resume(tmp_path, seed=7, cut=cut)
+
+
+class _Examples:
+    """Examples ``{'i': k, 'w': k % 100}``, re-iterable; example ``bad`` holds 1000 in ``w``
+    (``how='value'``: int8 cannot hold it) or makes the iteration raise (``how='source'``)."""
+
+    def __init__(self, n: int, bad: int | None, how: str) -> None:
+        self.n, self.bad, self.how = n, bad, how
+
+    def __iter__(self) -> Any:
+        for k in range(self.n):
+            if k == self.bad and self.how == "source":
+                raise OSError(f"the source broke at example {k}")
+            yield {"i": np.int64(k), "w": np.int64(1000 if k == self.bad else k % 100)}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.integers(1, 700), where=st.floats(0, 1, exclude_max=True), batch=st.integers(1, 300),
+    window=st.sampled_from([0, 7, 100, 300]), how=st.sampled_from(["value", "source"]),
+)  # fmt: skip
+def test_an_error_is_raised_at_the_batch_that_holds_it(n: int, where: float, batch: int, window: int, how: str) -> None:
+    # every batch before it comes whole and in order; the state then resumes at that batch
+    bad = int(where * n)
+    spec = {"i": ShapeDtype(("b",), "i64"), "w": ShapeDtype(("b",), "i8")}
+
+    def pipeline(examples: _Examples) -> data.Batches:
+        return data.batches(data.from_iterable(examples), batch, spec=spec, shuffle_buffer=window, seed=3)
+
+    reference = [b["i"].tolist() for b in pipeline(_Examples(n, None, how))]
+    good = (bad // window * window if window else bad) // batch  # batches of rows before the bad one's window
+    it = pipeline(_Examples(n, bad, how))
+    got = [next(it)["i"].tolist() for _ in range(good)]
+    assert got == reference[:good]
+    with pytest.raises((ValueError, OSError), match=r"expected values that fit int8|the source broke at example"):
+        next(it)
+    state = it.get_state()
+    assert state["batches"] == good
+    again = pipeline(_Examples(n, None, how))  # (the row fixed)
+    again.set_state(json.loads(json.dumps(state)))
+    assert [b["i"].tolist() for b in again] == reference[good:]
+
+
+def test_a_bad_parquet_row_is_raised_at_its_batch_not_at_its_row_group(tmp_path: Any) -> None:
+    # the issue's case: row 4400 of 10,000 holds 1000 under an int8 spec, row groups of 1000,
+    # batches of 256: batches 0-16 come (17 holds rows 4352-4607), then the error
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    values = np.arange(10_000) % 100
+    values[4400] = 1000
+    pq.write_table(pa.table({"i": np.arange(10_000), "v": values}), tmp_path / "part-0.parquet", row_group_size=1000)
+    spec = {"i": ShapeDtype(("b",), "i64"), "v": ShapeDtype(("b",), "i8")}
+    it = data.batches(data.parquet(tmp_path), 256, spec=spec)
+    got = [next(it)["i"][0] for _ in range(17)]
+    assert got == [256 * k for k in range(17)]
+    with pytest.raises(ValueError, match=r"got rows 400 \(1000\)"):
+        next(it)
+    assert it.get_state()["batches"] == 17

@@ -79,6 +79,23 @@ def test_an_error_in_the_thread_is_raised_at_the_callers_next() -> None:
     assert prefetch_threads() == []
 
 
+@pytest.mark.parametrize("prefetch", [0, 2, 5])
+def test_an_error_is_raised_at_the_next_that_would_return_its_batch(prefetch: int) -> None:
+    # rows 0-29 good, row 30 raises: batches of 4 before it (0-27) come whole, 28-29 with the error
+    def examples() -> Any:
+        yield from rows(30)
+        raise RuntimeError("the disk went away")
+
+    it = data.to_mesh(data.batches(data.from_iterable(examples()), 4), prefetch=prefetch)
+    got = [np.asarray(next(it)["i"]).tolist() for _ in range(7)]
+    assert got == [list(range(k, k + 4)) for k in range(0, 28, 4)]
+    with pytest.raises(RuntimeError, match="the disk went away"):
+        next(it)
+    assert it.get_state()["batches"] == 7
+    it.close()
+    assert prefetch_threads() == []
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(TypeError, match=r"batches: expected treekit\.data\.batches\(\.\.\.\), got list"):
         data.to_mesh([1])

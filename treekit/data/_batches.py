@@ -1,6 +1,11 @@
 """Batches of exactly ``batch_size`` rows from a source's chunks: cast to a spec's dtypes where
 the values fit, checked against the spec, mixed in shuffle windows, and resumable: the state
-is where the next batch's first row is (a source state, rows to skip, a window, counts)."""
+is where the next batch's first row is (a source state, rows to skip, a window, counts).
+
+An error in a row (a value its dtype cannot hold) or in the source is raised by the ``next()``
+that would return the batch holding that row (with a shuffle buffer: the first batch that needs
+a row of its window): every batch before it comes whole, and the state then points at that
+batch, so a run resumed after a fix goes on there."""
 
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ class _Piece:
     chunk: Chunk
     start: int
     anchor: dict[str, Any]
+    error: BaseException | None = None  # raised where a batch needs a row after the chunk's
 
 
 class Batches:
@@ -92,10 +98,12 @@ class Batches:
             else:
                 _check_alike(chunk, first)
             anchor = {"source": chunk.state, "skip": 0, "skipped": skipped}
-            chunk, bad = cast_leaves(chunk, self.spec, self.cast, self.on_bad_row)
+            chunk, bad, error = cast_leaves(chunk, self.spec, self.cast, self.on_bad_row)
             skipped += bad
             self._skipped = skipped
-            yield _Piece(chunk, min(skip, chunk.rows), anchor)
+            yield _Piece(chunk, min(skip, chunk.rows), anchor, error)  # (the rows before a bad one, and its error)
+            if error is not None:
+                return
             skip = 0
 
     def _windows(self, pieces: Iterator[_Piece], window: int, offset: int) -> Iterator[_Piece]:
@@ -107,12 +115,11 @@ class Batches:
             anchor = None
             rows = 0
             parts = []
+            failed: BaseException | None = None  # (a bad row or the source's error: this window holds it)
             while rows < self.shuffle_buffer:
                 if not pending:
-                    nxt = next(pieces, None)
-                    if nxt is None:
+                    if not self._pull(pieces, pending):
                         break
-                    pending.append(nxt)
                 piece = pending[0]
                 if anchor is None:
                     anchor = {**piece.anchor, "skip": piece.start}
@@ -121,7 +128,17 @@ class Batches:
                 rows += take
                 piece.start += take
                 if piece.start == piece.chunk.rows:
-                    pending.popleft()
+                    if piece.error is None:
+                        pending.popleft()
+                    elif rows < self.shuffle_buffer:
+                        failed = piece.error
+                        break
+                    else:  # (this window is whole: the next one raises the error)
+                        break
+            if failed is not None:  # (raised by the first batch that needs a row of this window)
+                assert anchor is not None
+                yield _Piece(_EMPTY, 0, {**anchor, "window": window}, failed)
+                return
             if not parts:
                 return
             assert anchor is not None
@@ -146,8 +163,11 @@ class Batches:
         passed = None  # the structure, dtypes and shapes of a batch that matched the spec
         while True:
             rows = sum(p.chunk.rows - p.start for p in pending)
-            while rows < self.batch_size and self._pull(pieces, pending):
+            while rows < self.batch_size and not (pending and pending[-1].error) and self._pull(pieces, pending):
                 rows += pending[-1].chunk.rows - pending[-1].start
+            if rows < self.batch_size and pending and pending[-1].error is not None:
+                self._run = None  # (the next next() reads again from the state: this batch)
+                raise pending[-1].error
             size = min(rows, self.batch_size)
             if size == 0 or (size < self.batch_size and self.drop_remainder and not self.pad_remainder):
                 return
@@ -159,8 +179,8 @@ class Batches:
                 taken += take
                 parts.append((piece.chunk, piece.start, piece.start + take))
                 piece.start += take
-                if piece.start == piece.chunk.rows:
-                    pending.popleft()
+                if piece.start == piece.chunk.rows and piece.error is None:
+                    pending.popleft()  # (one with an error stays: the next batch raises it)
             first = parts[0][0]
             if len(parts) == 1:
                 leaves = [leaf[parts[0][1] : parts[0][2]] for leaf in first.leaves]
@@ -183,8 +203,14 @@ class Batches:
             yield batch
 
     def _pull(self, pieces: Iterator[_Piece], pending: deque[_Piece]) -> bool:
-        """Append the next piece to ``pending``; ``False`` at the end of the rows."""
-        piece = next(pieces, None)
+        """Append the next piece to ``pending``; ``False`` at the end of the rows. What the source
+        raises is appended as an empty piece holding it, at the source's state then (the next
+        batch that needs a row raises it)."""
+        try:
+            piece = next(pieces, None)
+        except Exception as error:
+            state = {"source": self.source.get_state(), "skip": 0, "window": 0, "skipped": self._skipped}
+            piece = _Piece(_EMPTY, 0, state, error)
         if piece is None:
             return False
         pending.append(piece)
@@ -202,6 +228,9 @@ class Batches:
             return {"source": anchor["source"], "skip": anchor["skip"], "window": anchor["window"],
                     "offset": piece.start, **counts}
         return {"source": anchor["source"], "skip": piece.start, "window": 0, "offset": 0, **counts}
+
+
+_EMPTY = Chunk([], None, [], 0, "", {})  # type: ignore[arg-type]  # (the rows of a piece that holds only an error)
 
 
 def _check_alike(chunk: Chunk, first: Chunk) -> None:
@@ -284,6 +313,11 @@ def batches(
     Raises:
         SpecMismatchError: A batch that does not match ``spec``.
         ValueError: A row whose values do not fit (``on_bad_row='raise'``), bad arguments.
+
+    Each error of a row, and anything the source raises, comes at the ``next()`` that would
+    return the batch holding that row (with ``shuffle_buffer``: the first batch that needs a row
+    of its window); every batch before it is delivered whole and in order, and ``get_state()``
+    then points at that batch: a run resumed from it after a fix goes on there.
     """
     return Batches(
         source, batch_size, spec=spec, drop_remainder=drop_remainder, pad_remainder=pad_remainder, cast=cast,

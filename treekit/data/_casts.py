@@ -57,23 +57,23 @@ def fits(leaf: Any, target: Any) -> Any:
     return np.asarray(ok).all(axis=1)
 
 
-def cast_leaves(chunk: Chunk, spec: Any, cast: str, on_bad_row: str) -> tuple[Chunk, int]:
-    """``chunk`` with its leaves cast to ``spec``'s dtypes, and the count of bad rows dropped.
-
-    Raises:
-        ValueError: For a row whose value does not fit its dtype, with ``on_bad_row='raise'``;
-            the message names the key path, the rows (``chunk.where``) and the values.
-    """
+def cast_leaves(chunk: Chunk, spec: Any, cast: str, on_bad_row: str) -> tuple[Chunk, int, ValueError | None]:
+    """``chunk`` with its leaves cast to ``spec``'s dtypes, the count of bad rows dropped, and the
+    error of a bad row with ``on_bad_row='raise'``: then the chunk holds the rows before the
+    first bad one (they are batched; the error is raised where the bad row's batch is made). The
+    error names the key path, the rows (``chunk.where``) and the values."""
     import numpy as np
 
     if spec is None or cast == "none":
-        return chunk, 0
+        return chunk, 0, None
     try:
         wants = chunk.treedef.flatten_up_to(spec)
     except (ValueError, TypeError):  # another structure: the spec check names the difference
-        return chunk, 0
+        return chunk, 0, None
     leaves = list(chunk.leaves)
     bad = None
+    error: ValueError | None = None
+    first_bad = chunk.rows
     for i, want in enumerate(wants):
         target, leaf = _target(want), leaves[i]
         if target is None or leaf.dtype == target:
@@ -85,17 +85,22 @@ def cast_leaves(chunk: Chunk, spec: Any, cast: str, on_bad_row: str) -> tuple[Ch
             if not ok.all():
                 rows = np.flatnonzero(~ok)
                 if on_bad_row == "raise":
-                    shown = ", ".join(f"{int(r)} ({leaf[r].tolist()!r:.40})" for r in rows[:3])
-                    raise ValueError(
-                        f"chunk{keystr(chunk.paths[i])} ({origin_text(chunk.where, 0, chunk.rows)}): expected values "
-                        f"that fit {target.name}, got rows {shown}{' ...' if len(rows) > 3 else ''} that do not\n"
-                        "pass cast='unsafe' to cast them anyway, or on_bad_row='skip' to drop such rows"
-                    )
-                bad = ~ok if bad is None else bad | ~ok
+                    if rows[0] < first_bad:  # (the first bad row of all the leaves is raised)
+                        shown = ", ".join(f"{int(r)} ({leaf[r].tolist()!r:.40})" for r in rows[:3])
+                        error, first_bad = ValueError(
+                            f"chunk{keystr(chunk.paths[i])} ({origin_text(chunk.where, 0, chunk.rows)}): expected "
+                            f"values that fit {target.name}, got rows {shown}{' ...' if len(rows) > 3 else ''} that "
+                            "do not\npass cast='unsafe' to cast them anyway, or on_bad_row='skip' to drop such rows"
+                        ), int(rows[0])
+                else:
+                    bad = ~ok if bad is None else bad | ~ok
         with np.errstate(invalid="ignore", over="ignore"):
             leaves[i] = leaf.astype(target)
+    if error is not None:  # the rows before the first bad one
+        head = [leaf[:first_bad] for leaf in leaves]
+        return Chunk(head, chunk.treedef, chunk.paths, first_bad, chunk.where, chunk.state), 0, error
     if bad is None:
-        return Chunk(leaves, chunk.treedef, chunk.paths, chunk.rows, chunk.where, chunk.state), 0
+        return Chunk(leaves, chunk.treedef, chunk.paths, chunk.rows, chunk.where, chunk.state), 0, None
     keep = ~bad
     kept = [leaf[keep] for leaf in leaves]
-    return Chunk(kept, chunk.treedef, chunk.paths, int(keep.sum()), chunk.where, chunk.state), int(bad.sum())
+    return Chunk(kept, chunk.treedef, chunk.paths, int(keep.sum()), chunk.where, chunk.state), int(bad.sum()), None

@@ -85,14 +85,21 @@ class IterableSource(Source):
                 yield check_rows(item, f"chunk {first}", state)
                 continue
             examples = []
-            for item in items:
-                examples.append(item)
-                if len(examples) == EXAMPLES_PER_CHUNK:
-                    break
+            failed = None
+            try:
+                for item in items:
+                    examples.append(item)
+                    if len(examples) == EXAMPLES_PER_CHUNK:
+                        break
+            except Exception as error:  # (the examples before it are a chunk first: batched, not lost)
+                failed = error
+            if examples:
+                self.consumed += len(examples)
+                yield check_rows(_stack(examples, first), f"examples {first}-{first + len(examples) - 1}", state)
+            if failed is not None:
+                raise failed
             if not examples:
                 return
-            self.consumed += len(examples)
-            yield check_rows(_stack(examples, first), f"examples {first}-{first + len(examples) - 1}", state)
 
 
 _END: Any = object()
