@@ -25,9 +25,24 @@ def _needs_jax(item: pytest.Item) -> bool:
     )
 
 
+# The tests that start processes or run for seconds each (the memory, GC-pressure and fuzz
+# children, several processes over localhost, Spark, the Sphinx build, the demo and benchmarks):
+# `python -m pytest -m "not slow"` leaves them out while you work (README, "Set up").
+SLOW = (
+    "tests/test_native_memory.py", "tests/test_gc_pressure.py", "tests/test_fuzz.py::test_garbage_in",
+    "tests/test_mesh_checkpoints.py", "tests/test_data_sources.py::test_a_folder_that_spark_wrote",
+    "tests/test_chexify.py", "tests/test_docs.py", "tests/test_linear.py", "tests/test_benchmarks.py",
+    "tests/test_demo.py", "tests/test_checkpoint_manager.py::test_a_save_killed", "tests/test_hostile_files.py",
+    "tests/test_cloud.py::test_a_saving_process_killed", "tests/test_data_mesh.py::test_two_processes",
+    "tests/test_known_functions.py", "tests/test_jax.py::test_jax_registrations_are_watched",
+    "tests/test_jax.py::test_every_import_order", "tests/test_sharding.py", "tests/test_packaging.py",
+)  # fmt: skip
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Without jax, skip the examples that need it."""
-    if not HAS_JAX:
-        for item in items:
-            if _needs_jax(item):
-                item.add_marker(pytest.mark.skip(reason="the example needs jax"))
+    """Mark the slow tests; without jax, skip the examples that need it."""
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+        if not HAS_JAX and _needs_jax(item):
+            item.add_marker(pytest.mark.skip(reason="the example needs jax"))
