@@ -568,3 +568,25 @@ def test_a_class_jax_knew_before_treekit_is_walked_as_jax_walks_it(fallback: boo
     # with jax's kept registry, each class's key paths come from jax's one-level flatten
     expected = ["['flatten_one_level_with_keys',", "'flatten_one_level_with_keys',", "'flatten_one_level_with_keys']"]
     assert out.split() == (["[]"] if fallback else expected)
+
+
+def test_a_raising_flatten_function_under_jit_is_noted_with_its_class(registered: Any) -> None:
+    # JAX's own walk (jit's) gives no key path; the note names the class and where to find the path
+    class Broken:
+        def __init__(self, x: Any) -> None:
+            self.x = x
+
+    def flatten(node: Broken) -> Any:
+        raise KeyError("a field went missing")
+
+    registered(Broken, lambda c: tk.register_pytree_node(c, flatten, lambda data, children: Broken(*children)))
+    with pytest.raises(KeyError, match="a field went missing") as info:
+        jax.jit(lambda tree: tree)({"params": [Broken(jnp.ones(2))]})
+    name = Broken.__qualname__
+    assert info.value.__notes__ == [
+        f"raised while JAX flattened a {name} (registered with treekit; "
+        "treekit.tree_flatten_with_path(tree) outside jit names its key path)"
+    ]
+    with pytest.raises(KeyError) as outside:
+        tk.tree_flatten_with_path({"params": [Broken(1)]})
+    assert outside.value.__notes__ == [f"tree['params'][0]: raised while flattening {name}"]

@@ -43,6 +43,7 @@ from types import ModuleType
 from typing import Any
 
 from treekit.core import _registry
+from treekit.core._errors import noted
 from treekit.core._keys import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey
 from treekit.core._known import known_functions
 from treekit.core._register import dataclass_entry, make_flatten, tuple_children
@@ -189,11 +190,19 @@ def _mirror(ntype: NodeType) -> None:
             raise TypeError(f"{cls.__qualname__} was unregistered from treekit; JAX cannot unregister it")
         return entry
 
+    def flattened(node: Any, with_path: bool) -> tuple[Any, Any, Any]:
+        try:
+            return current().flatten(node, with_path)
+        except Exception as exc:  # (JAX's own walk, as under jit: it gives no key path to name)
+            where = "treekit.tree_flatten_with_path(tree) outside jit names its key path"
+            noted(exc, f"raised while JAX flattened a {cls.__qualname__} (registered with treekit; {where})")
+            raise
+
     def flatten_with_keys(node: Any) -> tuple[Any, Any]:
         own = _JAX_OWN.get(cls)
         if own is not None:
             return own.flatten_with_keys(node)
-        children, data, keys = current().flatten(node, True)
+        children, data, keys = flattened(node, True)
         assert keys is not None
         return [(_to_jax_key(key), child) for key, child in zip(keys, children)], data
 
@@ -201,7 +210,7 @@ def _mirror(ntype: NodeType) -> None:
         own = _JAX_OWN.get(cls)
         if own is not None:
             return own.flatten(node)
-        children, data, _ = current().flatten(node, False)
+        children, data, _ = flattened(node, False)
         return children, data
 
     def unflatten_any(data: Any, children: Any) -> Any:
