@@ -4,8 +4,12 @@
  * cost of an entry (docs/performance.md, "Key entries"), and a user's flatten_with_keys
  * function makes one per child. tk_entry_init gives each class an __init__ (a method descriptor) that sets its
  * field through the field's member descriptor, as the dataclass's __init__ does, and calls
- * that __init__ for any other call. Public API only: the class is called as any class is
- * (type.__call__: object.__new__, then this __init__). tk_convert_keys mirrors the `convert`
+ * that __init__ for any other call. tk_entry_call sets each class's tp_vectorcall, a field of
+ * the documented PyTypeObject that no function of the C API sets for a class Python code made
+ * (issue 60 decided it): a call cls(value) or cls(field=value) then makes the instance as
+ * type.__call__ does (object.__new__, that is tp_alloc; then the __init__ above) without its
+ * generic path, 88 -> ~55 ns a key; any other call goes to type.__call__. It is not inherited:
+ * subclasses are called as any class is. tk_convert_keys mirrors the `convert`
  * of treekit.core._jax._jax_node_entry: the key entries a JAX-registered class's
  * flatten_with_keys gives, made treekit's, each read from the entry's table of those made. */
 #include "entries.h"
@@ -69,6 +73,64 @@ static PyMethodDef INIT_DEFS[TK_KEY_CLASSES] = {
     {"__init__", (PyCFunction)(void (*)(void))init_3, METH_FASTCALL | METH_KEYWORDS,
      "__init__($self, /, key)\n--\n\nInitialize self with its field's value."},
 };
+
+/* type.__call__(cls, *args, **kwargs) from a vectorcall's arguments. Return value: New
+ * reference; NULL with an exception. */
+static PyObject *type_call(PyObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *positional = PyTuple_New(nargs), *named = NULL, *r = NULL;
+    if (positional == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(positional, i, Py_NewRef(args[i]));
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nkw > 0) {
+        named = PyDict_New();
+        if (named == NULL) goto done;
+        for (Py_ssize_t i = 0; i < nkw; i++)
+            if (PyDict_SetItem(named, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) goto done;
+    }
+    r = PyType_Type.tp_call(cls, positional, named);
+done:
+    Py_DECREF(positional);
+    Py_XDECREF(named);
+    return r;
+}
+
+/* The k-th class called (its tp_vectorcall): cls(value) or cls(field=value) made here, any
+ * other call by type.__call__. Return value: New reference; NULL with an exception. */
+static PyObject *call_entry(int k, PyObject *cls, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    EntryInit *e = &entry_inits[k];
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *value = cls == e->field.cls ? field_value(e, args, nargs, kwnames) : NULL;
+    if (value == NULL) return type_call(cls, args, nargs, kwnames);
+    PyTypeObject *type = (PyTypeObject *)cls;
+    PyObject *self = type->tp_alloc(type, 0); /* (object.__new__'s allocation) */
+    if (self == NULL) return NULL;
+    if (tk_field_set(&e->field, self, value) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    tk_track_entry(self, value);
+    return self;
+}
+
+#define CALL_OF(k)                                                                                          \
+    static PyObject *call_##k(PyObject *cls, PyObject *const *args, size_t nargsf, PyObject *kwnames) {     \
+        return call_entry(k, cls, args, nargsf, kwnames);                                                   \
+    }
+CALL_OF(0)
+CALL_OF(1)
+CALL_OF(2)
+CALL_OF(3)
+static vectorcallfunc CALLS[TK_KEY_CLASSES] = {call_0, call_1, call_2, call_3};
+
+int tk_entry_call(int k, PyObject *cls) {
+    EntryInit *e = &entry_inits[k];
+    if (cls != e->field.cls || !PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "entry_call: expected the class entry_init was given");
+        return -1;
+    }
+    ((PyTypeObject *)cls)->tp_vectorcall = CALLS[k];
+    return 0;
+}
 
 /* (Called while treekit.core._keys is imported: the module state cannot be read yet, only the
  * names interned.) */

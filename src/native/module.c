@@ -15,6 +15,7 @@
  *   keystr(keys, simple, separator)     treekit.core._keys.keystr; DEFER: let Python join it
  *   keystr_function(pure, module)       treekit.keystr, a built-in function (keystr.h)
  *   entry_init(k, cls)                  the k-th key entry class's __init__ (entries.h)
+ *   entry_call(k, cls)                  the k-th key entry class called in C (entries.h)
  *   scan_entries(text, pos, left, at, data_start, data_size, sizes, cls, tensors)
  *       treekit.checkpoint._header's entries as writers write them (header.h); -> (pos, last, left, at)
  *   cache_info(), clear_caches()        the process-wide caches (cache.h), for tests
@@ -234,6 +235,17 @@ static PyObject *entry_init(PyObject *self, PyObject *const *args, Py_ssize_t na
     return tk_entry_init((int)k, args[1]);
 }
 
+/* entry_call(k, cls) -> None: calls to cls make its instances in C. Return value: New reference. */
+static PyObject *entry_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    long k = nargs == 2 ? PyLong_AsLong(args[0]) : -1;
+    if (k < 0 || k >= TK_KEY_CLASSES || !PyType_Check(args[1])) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "entry_call(k: 0..3, cls)");
+        return NULL;
+    }
+    if (tk_entry_call((int)k, args[1]) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* scan_entries(text, pos, left, at, data_start, data_size, sizes, cls, tensors) -> (pos, last,
  * left, at) (header.h). Return value: New reference. */
 static PyObject *scan_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -296,6 +308,8 @@ static PyMethodDef METHODS[] = {
      "treekit.core._keys.keystr, in C; returns DEFER to let Python join it."},
     {"entry_init", (PyCFunction)(void (*)(void))entry_init, METH_FASTCALL,
      "entry_init(k, cls): the k-th key entry class's __init__, setting its field (None: keep its own)."},
+    {"entry_call", (PyCFunction)(void (*)(void))entry_call, METH_FASTCALL,
+     "entry_call(k, cls): calls to the k-th key entry class make its instances in C (after entry_init)."},
     {"keystr_function", (PyCFunction)(void (*)(void))keystr_function, METH_FASTCALL,
      "treekit.keystr, a built-in function of the module given; the pure keystr given takes the unusual calls."},
     {"scan_entries", (PyCFunction)(void (*)(void))scan_entries, METH_FASTCALL,

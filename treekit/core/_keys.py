@@ -151,6 +151,7 @@ if NATIVE is not None and not TYPE_CHECKING:
             _own = inspect.signature(_cls.__init__)
             _cls.__signature__ = _own.replace(parameters=list(_own.parameters.values())[1:])
             _cls.__init__ = _init
+            NATIVE.entry_call(_k, _cls)  # (last: calls to the class make its instances in C)
 
 
 @runtime_checkable
