@@ -190,3 +190,43 @@ def test_key_classes_have_their_dataclass_signature(cls: type, field: str) -> No
     assert signature.parameters[field].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
     assert signature.bind(1).arguments == {field: 1}
     assert f"{cls.__name__}({field}:" in pydoc.render_doc(cls, renderer=pydoc.plaintext)
+
+
+class _Tagged(GetAttrKey):
+    """A subclass: called as any class is (the C call is the exact class's only)."""
+
+
+@pytest.mark.parametrize(("cls", "field"), [(SequenceKey, "idx"), (DictKey, "key"), (GetAttrKey, "name"),
+                                            (FlattenedIndexKey, "key")])  # fmt: skip
+def test_key_classes_called_in_c_behave_as_the_dataclasses(cls: type, field: str) -> None:
+    # (the native core makes cls(v) and cls(field=v) itself, through the class's tp_vectorcall)
+    value = "w" if cls in (DictKey, GetAttrKey) else 3
+    for entry in (cls(value), cls(**{field: value})):
+        assert type(entry) is cls and getattr(entry, field) == value
+        assert pickle.loads(pickle.dumps(entry)) == entry and hash(entry) == hash(cls(value))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(entry, field, value)
+    with pytest.raises(TypeError, match="missing 1 required positional argument"):
+        cls()
+    with pytest.raises(TypeError, match="takes 2 positional arguments but 3 were given"):
+        cls(value, value)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'other'"):
+        cls(other=value)
+
+
+def test_a_subclass_and_a_replaced_init_are_called_as_any_class_is() -> None:
+    tagged = _Tagged("w")
+    assert type(tagged) is _Tagged and tagged.name == "w" and pickle.loads(pickle.dumps(tagged)) == tagged
+    calls = []
+    mine = GetAttrKey.__init__
+
+    def init(self: Any, name: str) -> None:
+        calls.append(name)
+        mine(self, name)
+
+    GetAttrKey.__init__ = init  # type: ignore[method-assign]
+    try:
+        assert GetAttrKey("w").name == "w" and calls == ["w"]
+    finally:
+        GetAttrKey.__init__ = mine  # type: ignore[method-assign]
+    assert GetAttrKey("v").name == "v" and calls == ["w"]

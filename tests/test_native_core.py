@@ -384,4 +384,6 @@ def test_each_c_file_is_short_says_what_it_mirrors_and_uses_public_api_only(path
     private = re.findall(
         r"\b(_Py\w+|tp_vectorcall|tp_dict|PyMemberDescrObject|PyMethodDescrObject|PyDescrObject|d_member)\b", text
     )
+    if path.name == "entries.c" and "issue 60 decided it" in first.group(1):  # (the one field written, and why)
+        private = [name for name in private if name != "tp_vectorcall"]
     assert private == [], f"{path.name} reads {sorted(set(private))}"

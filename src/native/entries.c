@@ -18,6 +18,7 @@ typedef struct {
     tk_field field; /* the class and its field's member descriptor */
     PyObject *name; /* borrowed (interned, tk_state): the field's name */
     PyObject *init; /* owned: the dataclass's own __init__ */
+    PyObject *mine; /* owned: the __init__ tk_entry_init made, in the class's dict when tk_entry_call ran */
 } EntryInit;
 static EntryInit entry_inits[TK_KEY_CLASSES];
 
@@ -99,9 +100,15 @@ done:
 static PyObject *call_entry(int k, PyObject *cls, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     EntryInit *e = &entry_inits[k];
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *value = cls == e->field.cls ? field_value(e, args, nargs, kwnames) : NULL;
-    if (value == NULL) return type_call(cls, args, nargs, kwnames);
     PyTypeObject *type = (PyTypeObject *)cls;
+    PyObject *value = cls == e->field.cls ? field_value(e, args, nargs, kwnames) : NULL;
+    if (value != NULL) { /* (an __init__ set on the class since, by a user's patch: type.__call__ calls it) */
+        PyObject *now = PyObject_GetAttr(cls, tk_state.s_init); /* (the type's attribute cache: no dict read) */
+        if (now == NULL) return NULL;
+        if (now != e->mine) value = NULL;
+        Py_DECREF(now);
+    }
+    if (value == NULL) return type_call(cls, args, nargs, kwnames);
     PyObject *self = type->tp_alloc(type, 0); /* (object.__new__'s allocation) */
     if (self == NULL) return NULL;
     if (tk_field_set(&e->field, self, value) < 0) {
@@ -128,6 +135,14 @@ int tk_entry_call(int k, PyObject *cls) {
         PyErr_SetString(PyExc_TypeError, "entry_call: expected the class entry_init was given");
         return -1;
     }
+    PyObject *mine = PyObject_GetAttr(cls, tk_state.s_init); /* (a method descriptor: itself, from its class) */
+    if (mine == NULL) return -1;
+    if (!PyObject_TypeCheck(mine, &PyMethodDescr_Type)) {
+        Py_DECREF(mine);
+        PyErr_SetString(PyExc_TypeError, "entry_call: expected the __init__ entry_init made");
+        return -1;
+    }
+    Py_XSETREF_COMPAT(e->mine, mine);
     ((PyTypeObject *)cls)->tp_vectorcall = CALLS[k];
     return 0;
 }
