@@ -56,25 +56,6 @@ static PyObject *init_entry(int k, PyObject *self, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
-#define INIT_OF(k)                                                                                          \
-    static PyObject *init_##k(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) { \
-        return init_entry(k, self, args, nargs, kwnames);                                                   \
-    }
-INIT_OF(0)
-INIT_OF(1)
-INIT_OF(2)
-INIT_OF(3)
-static PyMethodDef INIT_DEFS[TK_KEY_CLASSES] = {
-    {"__init__", (PyCFunction)(void (*)(void))init_0, METH_FASTCALL | METH_KEYWORDS,
-     "__init__($self, /, idx)\n--\n\nInitialize self with its field's value."},
-    {"__init__", (PyCFunction)(void (*)(void))init_1, METH_FASTCALL | METH_KEYWORDS,
-     "__init__($self, /, key)\n--\n\nInitialize self with its field's value."},
-    {"__init__", (PyCFunction)(void (*)(void))init_2, METH_FASTCALL | METH_KEYWORDS,
-     "__init__($self, /, name)\n--\n\nInitialize self with its field's value."},
-    {"__init__", (PyCFunction)(void (*)(void))init_3, METH_FASTCALL | METH_KEYWORDS,
-     "__init__($self, /, key)\n--\n\nInitialize self with its field's value."},
-};
-
 /* type.__call__(cls, *args, **kwargs) from a vectorcall's arguments. Return value: New
  * reference; NULL with an exception. */
 static PyObject *type_call(PyObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
@@ -119,14 +100,29 @@ static PyObject *call_entry(int k, PyObject *cls, PyObject *const *args, size_t 
     return self;
 }
 
-#define CALL_OF(k)                                                                                          \
+/* The k-th class's __init__ and call: a pair for each class (a C function has no closure). */
+#define ENTRY_OF(k)                                                                                         \
+    static PyObject *init_##k(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) { \
+        return init_entry(k, self, args, nargs, kwnames);                                                   \
+    }                                                                                                       \
     static PyObject *call_##k(PyObject *cls, PyObject *const *args, size_t nargsf, PyObject *kwnames) {     \
         return call_entry(k, cls, args, nargsf, kwnames);                                                   \
     }
-CALL_OF(0)
-CALL_OF(1)
-CALL_OF(2)
-CALL_OF(3)
+ENTRY_OF(0)
+ENTRY_OF(1)
+ENTRY_OF(2)
+ENTRY_OF(3)
+static PyMethodDef INIT_DEFS[TK_KEY_CLASSES] = {
+    {"__init__", (PyCFunction)(void (*)(void))init_0, METH_FASTCALL | METH_KEYWORDS,
+     "__init__($self, /, idx)\n--\n\nInitialize self with its field's value."},
+    {"__init__", (PyCFunction)(void (*)(void))init_1, METH_FASTCALL | METH_KEYWORDS,
+     "__init__($self, /, key)\n--\n\nInitialize self with its field's value."},
+    {"__init__", (PyCFunction)(void (*)(void))init_2, METH_FASTCALL | METH_KEYWORDS,
+     "__init__($self, /, name)\n--\n\nInitialize self with its field's value."},
+    {"__init__", (PyCFunction)(void (*)(void))init_3, METH_FASTCALL | METH_KEYWORDS,
+     "__init__($self, /, key)\n--\n\nInitialize self with its field's value."},
+};
+
 static vectorcallfunc CALLS[TK_KEY_CLASSES] = {call_0, call_1, call_2, call_3};
 
 int tk_entry_call(int k, PyObject *cls) {
