@@ -318,8 +318,7 @@ def _assemble(
         at = len(head)
         for k, (name, array, dtype, shape) in enumerate(regions):
             g.seek(at)
-            mine = pieces(array)
-            if mine is None:
+            if pieces(array) is None:  # (not split: process 0's own)
                 write_whole(g, name, array, dtype, shape)
             else:
                 placed = []

@@ -12,7 +12,6 @@ from treekit.files._atomic import atomic_file as atomic_file
 from treekit.files._atomic import create_exclusive as create_exclusive
 from treekit.files._atomic import fsync_folder as fsync_folder
 from treekit.files._atomic import mode_for as mode_for
-from treekit.files._calls import exists as exists
 from treekit.files._calls import file_size as file_size
 from treekit.files._calls import find as find
 from treekit.files._calls import glob as glob
@@ -27,8 +26,6 @@ from treekit.files._calls import remove_tree as remove_tree
 from treekit.files._calls import write_bytes as write_bytes
 from treekit.files._calls import writing as writing
 from treekit.files._remote import read_into as read_into
-from treekit.files._where import EXTRA as EXTRA
 from treekit.files._where import MissingExtra as MissingExtra
 from treekit.files._where import Where as Where
 from treekit.files._where import locate as locate
-from treekit.files._where import scheme_of as scheme_of

@@ -26,7 +26,7 @@ from treekit.files._remote import RangeFile, size
 from treekit.files._where import Where
 
 __all__ = [
-    "exists", "file_size", "find", "glob", "listdir", "local_copy", "makedirs", "matches", "open_read",
+    "file_size", "find", "glob", "listdir", "local_copy", "makedirs", "matches", "open_read",
     "read_bytes", "remove", "remove_tree", "write_bytes", "writing",
 ]
 
@@ -120,14 +120,6 @@ def read_bytes(where: Where, limit: int) -> bytes:
             raise ValueError(f"{where}: expected at most {limit:,} bytes, got {n:,}")
         f.seek(0)
         return f.read(limit + 1)[:limit]
-
-
-def exists(where: Where) -> bool:
-    """Whether a file or folder is at ``where`` (asked of the store now)."""
-    if where.local:
-        return os.path.exists(where.path)
-    where.fs.invalidate_cache()
-    return bool(where.fs.exists(where.path))
 
 
 def listdir(where: Where) -> list[str]:

@@ -49,10 +49,10 @@ class RangeFile(io.RawIOBase):
     says, and a read past what the store then has is a ``ValueError``.
     """
 
-    def __init__(self, where: Where, known_size: int | None = None) -> None:
+    def __init__(self, where: Where) -> None:
         super().__init__()
         self.where, self.name = where, str(where)
-        self.size = size(where) if known_size is None else known_size
+        self.size = size(where)
         self.position = 0
         self.block, self.block_at = b"", 0
 
