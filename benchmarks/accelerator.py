@@ -6,6 +6,7 @@ and where the numpy Adam path's distance from optax comes from.
     python benchmarks/accelerator.py [--gb 1] [--rounds 5] [--json PATH]
     JAX_PLATFORMS=cpu python benchmarks/accelerator.py     # the same on the CPU backend
     python benchmarks/accelerator.py --quick                # a smoke run: small trees, 1 round
+    python benchmarks/accelerator.py --rows look --gb 0.5   # some groups of rows (below) alone
 
 Trees look like models: ``model`` is a transformer's params (an embedding, then layers of
 q/k/v/o, up/down and two norms, natural key order) on the device, float32, ``--gb`` of it;
@@ -256,6 +257,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="small trees, one round: a smoke run")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--rows", default="eager,adam,look,drift", help="which groups of rows, by name")
     args = parser.parse_args()
     import jax
 
@@ -272,6 +274,8 @@ def main() -> None:
         ("look", lambda: look_rows(jax, gb, rounds, 256 if args.quick else 1024)),
         ("drift", lambda: drift_rows(jax, 10 if args.quick else 100)),
     ):
+        if name not in args.rows.split(","):
+            continue
         result[name] = run()
         print(name, json.dumps(result[name], indent=1), flush=True)
     if args.json:

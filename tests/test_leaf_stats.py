@@ -68,6 +68,17 @@ def test_host_statistics_are_numpys_over_the_finite_entries(x: np.ndarray) -> No
     close(leaf_stats([x])[0], reference(x), 1e-9)
 
 
+@given(st.lists(arrays(), min_size=1, max_size=8), st.integers(1, 16))
+def test_leaves_read_in_blocks_keep_their_own_statistics(xs: list[np.ndarray], block: int) -> None:
+    # blocks of a few entries through one buffer: each leaf's blocks merged, nothing carried over
+    from treekit.ops import _stats
+
+    with mock.patch.object(_stats, "_BLOCK", block):
+        got = leaf_stats(xs)
+    for stats, x in zip(got, xs):
+        close(stats, reference(x), 1e-9)
+
+
 @contextlib.contextmanager
 def on_device() -> Iterator[None]:
     """jax arrays on the CPU reduced by the compiled programs an accelerator's arrays get (on the
