@@ -10,7 +10,14 @@
 - ``slow``: saves a 256 MB tree to ``FOLDER/ckpt.safetensors`` (a test kills it mid-way);
 - ``manager``: saves that tree as steps 0-2 together with a ``CheckpointManager`` (``keep=2``)
   in ``FOLDER/run`` and restores the latest onto ``model=8``; process 0 also saves the numpy
-  tree alone to ``FOLDER/host.safetensors``.
+  tree alone to ``FOLDER/host.safetensors``;
+- ``own`` / ``own-async``: the single-process pattern in every process: steps 0-3 of
+  ``{'train': the sharded tree, 'data': this process's own position and name, 'rng': its own
+  host array}`` saved by a sync (async) manager in ``FOLDER/own``, the processes' positions
+  apart; each restores the latest (its own values beside the arrays) by ``like=``, by
+  ``rules=`` with a ``default=`` onto ``model=8``, and an older step;
+- ``differ``: process 1's tree holds ``kernel`` of another shape: ``save`` and the manager's
+  ``save`` raise a ``ValueError`` naming ``['kernel']`` in both processes, writing nothing.
 """
 
 from __future__ import annotations
@@ -89,8 +96,75 @@ def manager(folder: str) -> None:
     with treekit.CheckpointManager(os.path.join(folder, "run"), keep=2) as steps:
         for step in range(3):
             assert steps.save(step, tree, metrics={"loss": 3.0 - step})
+        steps.wait()  # (saved in the background: async_save, across processes too)
         assert steps.steps() == [1, 2], steps.steps()
         check(steps.restore(shardings=on_eight(host)), host)
+
+
+def own(folder: str, async_save: bool) -> None:
+    """Per-process values saved beside the arrays and restored by each process (see the top)."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
+
+    import treekit
+
+    me = jax.process_index()
+    host = host_tree()
+    arrays = sharded(host)
+
+    def state(step: int) -> dict[str, Any]:
+        position = 1000 * me + 7 * step * (me + 1)  # (apart: process 1 moves twice as fast)
+        data = {"position": position, "name": f"process {me}", "window": [position, position + 1]}
+        return {"train": arrays, "data": data, "rng": np.full(3, me, np.uint32), "step": step}
+
+    with treekit.CheckpointManager(os.path.join(folder, "own"), keep=3, async_save=async_save) as steps:
+        for step in range(4):
+            assert steps.save(step, state(step))
+        steps.wait()
+        assert steps.steps() == [1, 2, 3], steps.steps()
+        got = steps.restore(like=state(0))
+        assert got["data"] == state(3)["data"] and got["step"] == 3, got["data"]
+        np.testing.assert_array_equal(got["rng"], np.full(3, me, np.uint32))
+        check(got["train"], host)
+        mesh = Mesh(np.array(jax.devices()), ("model",))
+        rules = [("embed", P("model")), ("kernel", P(None, None, "model"))]
+        placed = steps.restore(rules=rules, mesh=mesh, default=P())
+        assert placed["data"] == state(3)["data"] and placed["train"]["scale"] == host["scale"]
+        assert placed["train"]["kernel"].sharding.spec == P(None, None, "model")
+        assert placed["train"]["ids"].sharding.spec == P()
+        check(placed["train"], host)
+        try:
+            steps.restore(rules=rules, mesh=mesh)
+            raise AssertionError("arrays no rule matches restored")
+        except treekit.sharding.ShardingError as err:
+            assert "['train']['ids']" in str(err) and "'data'" not in str(err), err
+        assert steps.restore(2)["data"] == state(2)["data"]
+
+
+def differ(folder: str) -> None:
+    """Process 1 holds ``kernel`` of another shape: nothing is written, both processes told."""
+    import jax
+    import numpy as np
+
+    import treekit
+
+    host = host_tree()
+    if jax.process_index() == 1:
+        host["kernel"] = np.zeros((4, 6, 16), np.float32)
+    tree = sharded(host)
+    for run in (
+        lambda: treekit.save(os.path.join(folder, "ckpt.safetensors"), tree),
+        lambda: treekit.CheckpointManager(os.path.join(folder, "run"), async_save=False).save(0, tree),
+    ):
+        try:
+            run()
+            raise AssertionError("trees that differ saved")
+        except ValueError as err:
+            message = str(err)
+            assert "tree['kernel']" in message and "process 0" in message and "process 1" in message, message
+            assert "float32[4, 6, 8]" in message and "float32[4, 6, 16]" in message, message
 
 
 def load(name: str) -> None:
@@ -133,6 +207,10 @@ def main() -> None:
         treekit.save(name, sharded(host_tree()))
     elif mode == "manager":
         manager(folder)
+    elif mode in ("own", "own-async"):
+        own(folder, mode == "own-async")
+    elif mode == "differ":
+        differ(folder)
     elif mode == "slow":
         treekit.save(name, sharded(host_tree(big=True)))
     else:

@@ -66,6 +66,17 @@ def test_arrays_changed_right_after_an_async_save_are_saved_as_they_were(tmp_pat
     assert (jax.random.key_data(got["key"]) == jax.random.key_data(jax.random.key(3))).all()
 
 
+@pytest.mark.parametrize("async_save", [False, True])
+def test_every_kind_of_leaf_comes_back_as_it_was_saved(tmp_path: Path, async_save: bool) -> None:
+    # (the async snapshot once made numpy scalars 0-d arrays)
+    tree = {"s": np.float32(2.5), "i": np.int64(3), "a": np.arange(3.0), "n": 4, "t": "x", "none": None}
+    with CheckpointManager(tmp_path, async_save=async_save) as manager:
+        manager.save(0, tree)
+        got = manager.restore()
+    assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in tree.items()}
+    assert got["s"] == tree["s"] and got["i"] == tree["i"] and got["a"].tolist() == [0.0, 1.0, 2.0]
+
+
 def test_an_async_error_is_raised_at_the_next_call_and_leaves_no_step(tmp_path: Path) -> None:
     manager = CheckpointManager(tmp_path)
     manager.save(1, {"w": np.ones(2)})

@@ -201,6 +201,25 @@ def test_processes_save_steps_together_with_the_manager_and_restore_onto_another
     assert CheckpointManager(run).metadata(2)["metrics"] == {"loss": 1.0}
 
 
+@pytest.mark.parametrize("mode", ["own", "own-async"])
+def test_each_process_restores_its_own_values_beside_the_arrays(tmp_path: pytest.TempPathFactory, mode: str) -> None:
+    folder = str(tmp_path)
+    _cluster(2, mode, folder)  # (each process checks what it restored: tests/processes.py)
+    step = os.path.join(folder, "own", "step_00000003")
+    assert sorted(os.listdir(step)) == ["process_00001.safetensors", "step.json", "tree.safetensors"]
+    whole = load(os.path.join(step, "tree.safetensors"))  # the tree as process 0 held it
+    assert whole["data"] == {"position": 21, "name": "process 0", "window": [21, 22]} and whole["step"] == 3
+    assert load(os.path.join(step, "process_00001.safetensors"))["['data']['position']"] == 1000 + 7 * 3 * 2
+
+
+def test_trees_whose_arrays_differ_between_processes_are_refused_before_anything_is_written(
+    tmp_path: pytest.TempPathFactory,
+) -> None:
+    folder = str(tmp_path)
+    _cluster(2, "differ", folder)  # (each process checks its ValueError)
+    assert os.listdir(folder) == ["run"] and os.listdir(os.path.join(folder, "run")) == []
+
+
 def test_a_process_killed_mid_save_leaves_the_old_checkpoint(tmp_path: pytest.TempPathFactory) -> None:
     folder = str(tmp_path)
     old = {"w": np.arange(6.0)}
@@ -306,6 +325,7 @@ def test_processes_save_steps_together_with_the_manager_in_an_object_store(bucke
     fs, root = fsspec.core.url_to_fs(folder)
     fs.invalidate_cache()
     files = sorted(p[len(root) + 1 :] for p in fs.find(f"{root}/run"))
-    assert files == [f"run/step_0000000{k}/{n}" for k in (1, 2) for n in ("step.json", "tree.safetensors")]
+    names = ("process_00001.safetensors", "step.json", "tree.safetensors")  # (process 1's own 'scale')
+    assert files == [f"run/step_0000000{k}/{n}" for k in (1, 2) for n in names]
     assert fs.cat_file(f"{root}/run/step_00000002/tree.safetensors") == fs.cat_file(f"{root}/host.safetensors")
     assert CheckpointManager(f"{folder}/run").metadata(2)["metrics"] == {"loss": 1.0}

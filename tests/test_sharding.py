@@ -307,6 +307,15 @@ def test_shard_and_shardings_on_one_device() -> None:
     assert again["dense"]["bias"].sharding == tree["dense"]["bias"]
 
 
+def test_none_nodes_stay_none_in_the_shardings_tree() -> None:
+    # (a checkpoint's metadata with its non-array leaves made None: restore(rules=...)'s tree)
+    tree = {"a": None, "w": ShapeDtype((4, 8), "float32"), "b": [None, ShapeDtype((8,), "float32")]}
+    for specs in ([("w", P(None, "model"))], {"a": None, "w": P(None, "model"), "b": P()}):
+        got = shardings(tree, MESH, specs, default=P()) if isinstance(specs, list) else shardings(tree, MESH, specs)
+        assert got["a"] is None and got["b"][0] is None
+        assert got["w"].spec == P(None, "model") and got["b"][1].spec == P()
+
+
 def test_shardings_plan_on_an_abstract_mesh_and_shard_needs_devices() -> None:
     tree = shardings({"w": ShapeDtype((8, 12), "f32")}, MESH, [("w", P("data", "model"))])
     assert tree["w"].shard_shape((8, 12)) == (4, 3)

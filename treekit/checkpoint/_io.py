@@ -20,6 +20,7 @@ from typing import Any, ParamSpec, TypeVar
 from treekit.checkpoint import _saved, _values
 from treekit.checkpoint._foreign import read_index, rename_rules, renamed
 from treekit.checkpoint._npz import PICKLE_FILE, ZIP_HEADS, PickleRefused, file_head, may_be_pickle, read_npz
+from treekit.checkpoint._processes import across
 from treekit.checkpoint._restore import floating_as, restore
 from treekit.checkpoint._shards import place, placed_on_mesh
 from treekit.core import dtype_name, flatten, keystr, printable
@@ -134,7 +135,8 @@ def save(
 
     record, arrays = _saved.record_of(tree, stored, names or ("/" if npz else "."))
     if not npz:  # ("format": what Hugging Face's loaders ask of a file: "pt", the plain layout)
-        _safetensors.write(where, arrays.items(), {"format": "pt", RECORD: record})
+        group = across(tree, f"treekit.save {where}")  # (arrays across processes: the same in every one)
+        _safetensors.write(where, arrays.items(), {"format": "pt", RECORD: record}, group)
         return
     arrays = {name: np.asarray(array) for name, array in arrays.items()}
     arrays[RECORD] = np.frombuffer(record.encode("utf-8"), np.uint8)

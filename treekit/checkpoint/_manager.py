@@ -19,7 +19,9 @@ from typing import Any
 
 from treekit.checkpoint._io import load, save
 from treekit.checkpoint._lookup import metadata
-from treekit.core import flatten, is_key_dtype
+from treekit.checkpoint._processes import Group
+from treekit.checkpoint._shards import OnHost
+from treekit.core import flatten, is_key_dtype, keystr
 from treekit.files import (
     Where,
     fsync_folder,
@@ -38,7 +40,9 @@ __all__ = ["CheckpointManager"]
 _STEP = re.compile(r"step_(\d{8,})")
 _TEMP = re.compile(r"\.treekit-step_(\d{8,})\.(tmp|old)")  # a step being written, or deleted
 _TREE, _INFO = "tree.safetensors", "step.json"
+_OWN = "process_{:05d}.safetensors"  # a process's own values (not process 0's) of a step saved together
 _WRITER = "treekit.CheckpointManager"
+_NO_DEFAULT: Any = object()  # (restore's default: none given)
 _MAX_INFO = 1 << 24  # bytes: a step.json larger than this is no manager's
 
 
@@ -48,12 +52,19 @@ def _snapshot(leaves: list[Any]) -> list[Any]:
     import numpy as np
 
     for x in leaves:
-        if hasattr(x, "copy_to_host_async"):
+        if getattr(x, "is_fully_addressable", True) is False:
+            for shard in x.addressable_shards:
+                shard.data.copy_to_host_async()
+        elif hasattr(x, "copy_to_host_async"):
             x.copy_to_host_async()
 
     def copy(x: Any) -> Any:
-        if isinstance(x, np.ndarray) or isinstance(x, np.generic):
+        if isinstance(x, np.generic):  # (immutable: a numpy scalar stays one)
+            return x
+        if isinstance(x, np.ndarray):
             return np.array(x, copy=True)
+        if getattr(x, "is_fully_addressable", True) is False:  # (across processes: this process's shards)
+            return OnHost(x)
         if hasattr(x, "copy_to_host_async"):  # a jax.Array
             if is_key_dtype(x.dtype):  # a typed PRNG key: a copy of its data, made a key again
                 import jax
@@ -236,19 +247,19 @@ class CheckpointManager:
             expected = "a dict of JSON values (numbers, strings, lists)"
             raise TypeError(f"metrics: expected {expected}, got {metrics!r:.80}") from exc
         leaves, treedef, _ = flatten(tree)
-        if not all(getattr(x, "is_fully_addressable", True) for x in leaves):  # (one process's part only)
-            self._write_together(step, tree, info)
-        elif self.async_save:
+        write = self._write if all(getattr(x, "is_fully_addressable", True) for x in leaves) else self._write_together
+        if self.async_save:
             host = treedef.unflatten(_snapshot(leaves))
-            self._thread = threading.Thread(target=self._write_noted, args=(step, host, info), name="treekit-save")
+            args = (write, step, host, info)
+            self._thread = threading.Thread(target=self._write_noted, args=args, name="treekit-save")
             self._thread.start()
         else:
-            self._write(step, tree, info)
+            write(step, tree, info)
         return True
 
-    def _write_noted(self, step: int, tree: Any, info: dict[str, Any]) -> None:
+    def _write_noted(self, write: Any, step: int, tree: Any, info: dict[str, Any]) -> None:
         try:
-            self._write(step, tree, info)
+            write(step, tree, info)
         except BaseException as error:  # raised at the caller's next save, wait, restore or close
             self._error = error
 
@@ -293,37 +304,47 @@ class CheckpointManager:
 
     def _write_together(self, step: int, tree: Any, info: dict[str, Any]) -> None:
         """Every process writes its shards of step ``step`` into one temporary folder (the same
-        name in all), then process 0 commits it (renames, applies the rules); barriers between.
-        In an object store: into the step's folder (process 0 puts the file together from the
-        pieces the others upload), committed by process 0's ``step.json``."""
-        import jax
-        from jax.experimental import multihost_utils
-
-        first = jax.process_index() == 0
-
-        def barrier(name: str) -> None:
-            multihost_utils.sync_global_devices(f"treekit.CheckpointManager {self.directory} {step} {name}")
-
+        name in all), and each but process 0 its own values of the other leaves into a file of
+        its own there; then process 0 commits it (renames, applies the rules). Barriers between,
+        through the distributed runtime's key-value store (so this runs in a background thread
+        too). In an object store: into the step's folder (process 0 puts the file together from
+        the pieces the others upload), committed by process 0's ``step.json``."""
+        group = Group(f"treekit.CheckpointManager {self.directory} step {step}")
+        first = group.me == 0
         if not self._where.local:
             if first:
                 remove_tree(self._folder(step))  # (what a save of this step that did not finish left)
-            barrier("made")
-            save(self._folder(step).join(_TREE), tree)  # (treekit.save's barriers)
+            group.barrier("made")
+            self._write_shares(self._folder(step), tree, group.me)
+            group.barrier("written")
             if first:
                 self._commit_remote(step, info)
-            barrier("committed")
-            return
-        temp = self._temp(step, fresh=first)
-        barrier("made")
-        try:
-            save(os.path.join(temp, _TREE), tree)  # (each process its own shards: treekit.save's barriers)
-            if first:
-                self._commit(step, temp, info)
-        except BaseException:
-            if first:
-                shutil.rmtree(temp, ignore_errors=True)
-            raise
-        barrier("committed")
+        else:
+            temp = self._temp(step, fresh=first)
+            group.barrier("made")
+            try:
+                self._write_shares(locate(temp), tree, group.me)
+                group.barrier("written")
+                if first:
+                    self._commit(step, temp, info)
+            except BaseException:
+                if first:
+                    shutil.rmtree(temp, ignore_errors=True)
+                raise
+        group.barrier("committed")
+        group.close()
+
+    @staticmethod
+    def _write_shares(folder: Where, tree: Any, me: int) -> None:
+        """This process's part of a step saved together: its shards of the tree's file (the
+        tree as process 0 holds it: :func:`treekit.save`'s barriers), and for every process
+        but 0 its own values of the leaves that are not arrays across processes, by key path."""
+        save(folder.join(_TREE), tree)
+        if me:
+            leaves, _, paths = flatten(tree, with_path=True)
+            assert paths is not None
+            own = {keystr(p): x for p, x in zip(paths, leaves) if getattr(x, "is_fully_addressable", True)}
+            save(folder.join(_OWN.format(me)), own, names="keystr")
 
     def _retain(self) -> None:
         """Delete the steps the rules do not keep (only complete steps a manager wrote); in an
@@ -358,23 +379,41 @@ class CheckpointManager:
             raise error
 
     def restore(
-        self, step: int | None = None, *, like: Any = None, shardings: Any = None, rules: Any = None, mesh: Any = None
+        self,
+        step: int | None = None,
+        *,
+        like: Any = None,
+        shardings: Any = None,
+        rules: Any = None,
+        mesh: Any = None,
+        default: Any = _NO_DEFAULT,
     ) -> Any:
         """Step ``step``'s tree (the latest by default), as :func:`treekit.load` reads it.
+
+        A step saved by several processes together (arrays across processes) holds the tree as
+        process 0 had it and, for each other process, its own values of the leaves that are
+        not arrays across processes (a loader's state, a step count, host arrays): process
+        ``i`` gets its own values back beside the arrays. A process that saved no values of
+        its own (a restore with more processes than the save had, or in one process) gets
+        process 0's; files of processes beyond this job's are not read.
 
         Args:
             step: The step; ``None`` for the latest.
             like: A template to restore into (:func:`treekit.load`'s ``like``).
             shardings: Shardings to place the arrays with (:func:`treekit.load`'s).
-            rules: With ``mesh``: sharding rules by key path (:func:`treekit.sharding.shardings`),
-                applied to the saved tree's metadata.
+            rules: With ``mesh``: sharding rules by key path (:func:`treekit.sharding.shardings`)
+                for the saved tree's arrays; its other leaves stay as they are.
             mesh: The mesh ``rules`` place onto.
+            default: With ``rules``: the spec of arrays no rule matches
+                (:func:`treekit.sharding.shardings`'); without it, such an array is an error.
 
         Returns:
             The tree.
 
         Raises:
             FileNotFoundError: If there is no such step (or no step at all).
+            treekit.sharding.ShardingError: For an array no rule matches (without ``default``)
+                or whose spec does not fit it, every one named by key path.
         """
         self.wait()
         if step is None:
@@ -387,10 +426,17 @@ class CheckpointManager:
         if rules is not None:
             if mesh is None:
                 raise ValueError("rules: expected a mesh too (mesh=...)")
-            from treekit.sharding import shardings as make_shardings
-
-            shardings = make_shardings(metadata(path), mesh, rules)
-        return load(path, like, shardings=shardings)
+            shardings = _by_rules(metadata(path), mesh, rules, default)
+        tree = load(path, like, shardings=shardings)
+        jax = sys.modules.get("jax")
+        me = jax.process_index() if jax is not None else 0
+        if not me:
+            return tree
+        try:
+            own = load(self._folder(step).join(_OWN.format(me)))
+        except FileNotFoundError:  # (a step of one process, or of fewer processes than this job)
+            return tree
+        return _with_own(tree, own, me)
 
     def close(self) -> None:
         """Wait for the write in the background (and raise its error)."""
@@ -401,6 +447,38 @@ class CheckpointManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _by_rules(saved: Any, mesh: Any, rules: Any, default: Any) -> Any:
+    """The shardings ``rules`` give the arrays of ``saved`` (a file's metadata: ShapeDtype
+    leaves for its arrays), ``None`` for its other leaves (they stay as they are)."""
+    from treekit.core import ShapeDtype
+    from treekit.sharding import shardings
+
+    leaves, treedef, _ = flatten(saved)
+    arrays = treedef.unflatten([x if isinstance(x, ShapeDtype) else None for x in leaves])
+    if default is _NO_DEFAULT:
+        return shardings(arrays, mesh, rules)
+    return shardings(arrays, mesh, rules, default=default)
+
+
+def _with_own(tree: Any, own: dict[str, Any], me: int) -> Any:
+    """``tree`` (as process 0 saved it) with process ``me``'s own values of the leaves that are
+    not arrays across processes (``own``, by key path) in their places."""
+    leaves, treedef, paths = flatten(tree, with_path=True)
+    assert paths is not None
+    out, used = [], 0
+    for path, leaf in zip(paths, leaves):
+        key = keystr(path)
+        if key in own:
+            out.append(own[key])
+            used += 1
+        else:
+            out.append(leaf)
+    if used != len(own):  # (the processes agreed on their trees' key paths when they saved)
+        extra = sorted(set(own) - {keystr(p) for p in paths})
+        raise ValueError(f"process {me}'s own values: expected the key paths of the saved tree, got {extra[:3]}")
+    return treedef.unflatten(out)
 
 
 def _wait_at_exit(ref: weakref.ReferenceType[CheckpointManager]) -> None:

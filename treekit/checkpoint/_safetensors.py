@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 from treekit.checkpoint._ahead import Ahead
 from treekit.checkpoint._codes import CODES, code_of, dtype_of
 from treekit.checkpoint._header import MAX_HEADER, Header, Tensor, parse, short
+from treekit.checkpoint._processes import Group
 from treekit.checkpoint._progress import Progress
 from treekit.checkpoint._shards import pieces, save_together, save_together_remote, write_pieces
 from treekit.checkpoint._staged import Staged, Writes
@@ -50,7 +51,10 @@ def dtype_name_of(tensor: Tensor) -> str:
 
 
 def write(
-    path: str | os.PathLike[str] | Where, tensors: Iterable[tuple[str, Any]], metadata: dict[str, str] | None = None
+    path: str | os.PathLike[str] | Where,
+    tensors: Iterable[tuple[str, Any]],
+    metadata: dict[str, str] | None = None,
+    group: Group | None = None,
 ) -> None:
     """Write ``tensors`` and ``metadata`` to the safetensors file ``path``, atomically, streaming.
 
@@ -126,10 +130,12 @@ def write(
     where = path if isinstance(path, Where) else locate(path)
     if together:  # arrays sharded across processes: every process writes its own shards
         regions = [(name, array, dtype, shape) for name, array, dtype, shape, _, _ in entries]
+        group = group or Group(f"treekit.save {where}")
         if where.local:
-            save_together(where.path, head, regions, offset, _write_array)
+            save_together(where.path, head, regions, offset, _write_array, group)
         else:
-            save_together_remote(where, head, regions, offset, _write_array)
+            save_together_remote(where, head, regions, offset, _write_array, group)
+        group.close()
         return
     ndarray = np.ndarray
     parts_of = [None if type(array) is ndarray else pieces(array) for _, array, *_ in entries]

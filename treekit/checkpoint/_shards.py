@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
+from treekit.checkpoint._processes import Group
 from treekit.core import KeyPath, flatten, keystr
 from treekit.files import (
     Where,
@@ -36,7 +37,8 @@ _GROUP = 1 << 25  # bytes of leaves a thread places at a time when loading
 _THREADS = 8  # threads at most that place a loaded tree's arrays
 
 __all__ = [
-    "check_placements", "pieces", "place", "placed_on_mesh", "save_together", "save_together_remote", "write_pieces",
+    "OnHost", "check_placements", "pieces", "place", "placed_on_mesh", "save_together", "save_together_remote",
+    "write_pieces",
 ]
 
 
@@ -54,6 +56,35 @@ def pieces(array: Any) -> list[tuple[tuple[slice, ...], Any]] | None:
     if shards is None or sharding is None or getattr(sharding, "is_fully_replicated", True):
         return None
     return [(tuple(shard.index), shard.data) for shard in shards if shard.replica_id == 0]
+
+
+class _Shard:
+    """A shard of an :class:`OnHost`: where it lies in the array, which replica, its data."""
+
+    __slots__ = ("data", "index", "replica_id")
+
+    def __init__(self, index: tuple[slice, ...], replica_id: int, data: Any) -> None:
+        self.index, self.replica_id, self.data = index, replica_id, data
+
+
+class OnHost:
+    """A ``jax.Array`` across processes as this process's shards copied to the host, with its
+    shape, dtype and sharding: what an async save writes while the step goes on (the device
+    arrays may be changed or donated then). Only the shards this process writes are copied
+    (:func:`pieces`' first replicas; one shard of an array replicated over every device)."""
+
+    is_fully_addressable = False
+
+    def __init__(self, array: Any) -> None:
+        import numpy as np
+
+        self.shape, self.dtype, self.sharding = tuple(array.shape), array.dtype, array.sharding
+        shards = array.addressable_shards
+        kept = [s for s in shards if s.replica_id == 0] or shards[:1]
+        self.addressable_shards = [_Shard(tuple(s.index), s.replica_id, np.asarray(s.data)) for s in kept]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        raise TypeError("an array across processes: this process holds only its shards")
 
 
 def write_pieces(f: IO[bytes], parts: list[tuple[tuple[slice, ...], Any]], dtype: Any, shape: tuple[int, ...]) -> None:
@@ -137,7 +168,7 @@ def check_placements(paths: list[KeyPath], leaves: list[Any], given: list[Any]) 
             continue
         shape = getattr(x, "shape", None)
         if shape is None:
-            problems.append(f"file{keystr(path)}: expected an array for {sharding!r:.80}, got {type(x).__name__}")
+            problems.append(f"file{keystr(path)}: expected an array for {_shown(sharding)}, got {type(x).__name__}")
             continue
         spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
         if spec is not None and mesh is not None:
@@ -152,12 +183,20 @@ def check_placements(paths: list[KeyPath], leaves: list[Any], given: list[Any]) 
             sharding.shard_shape(tuple(shape))
         except Exception as err:  # (jax's own words for another kind of sharding)
             problems.append(
-                f"file{keystr(path)}: expected a shape {sharding!r:.60} can split, got {tuple(shape)} ({err})"
+                f"file{keystr(path)}: expected a shape {_shown(sharding)} can split, got {tuple(shape)} ({err})"
             )
     if problems:
         from treekit.sharding import ShardingError
 
         raise ShardingError(problems)
+
+
+def _shown(sharding: Any) -> str:
+    """A sharding for a message, whole: a ``NamedSharding`` as its spec and its mesh's axes."""
+    spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
+    if spec is not None and mesh is not None:
+        return f"{spec} over the mesh {dict(mesh.shape)}"
+    return repr(sharding)
 
 
 def place(tree: Any, shardings: Any, like: Any) -> Any:
@@ -195,98 +234,114 @@ def place(tree: Any, shardings: Any, like: Any) -> Any:
 
 
 def save_together(
-    path: str, head: bytes, regions: list[tuple[str, Any, Any, tuple[int, ...]]], data_size: int, write_whole: Any
+    path: str, head: bytes, regions: list[tuple[str, Any, Any, tuple[int, ...]]], data_size: int, write_whole: Any,
+    group: Group,
 ) -> None:
-    """Write one safetensors file from every process at once (each calls this with the same
-    header): process 0 makes a temporary file of the final size beside ``path``, each process
-    writes the shards it holds (:func:`pieces`) and process 0 the arrays that are not split,
-    then process 0 renames it over ``path``. ``regions``: ``(name, array, dtype, shape)`` in
-    the file's order; ``write_whole(f, name, array, dtype, shape)`` writes an array at ``f``'s
-    position. A barrier (``multihost_utils.sync_global_devices``) separates the steps, so a
-    process that fails or dies leaves ``path`` as it was: the old checkpoint, or none."""
-    import hashlib
-
-    import jax
-    from jax.experimental import multihost_utils
-
-    me = jax.process_index()
-    digest = hashlib.sha256(head).hexdigest()[:16]  # the same name in every process, unasked
+    """Write one safetensors file from every process at once: process 0 makes a temporary file
+    of the final size beside ``path`` with its own header (its values of the leaves that are not
+    arrays across processes), each other process reads where its arrays' regions lie from that
+    header and writes the shards it holds (:func:`pieces`), process 0 writes the arrays that are
+    not split, then renames the file over ``path``. ``regions``: ``(name, array, dtype,
+    shape)`` in the file's order; ``write_whole(f, name, array, dtype, shape)`` writes an array
+    at ``f``'s position. ``group``'s barriers separate the steps, so a process that fails or
+    dies leaves ``path`` as it was: the old checkpoint, or none."""
+    me = group.me
     folder, base = os.path.split(os.path.abspath(path))
-    temp = os.path.join(folder, f".{base}.{digest}.tmp")
-
-    def step(name: str) -> None:
-        multihost_utils.sync_global_devices(f"treekit.save {digest} {name}")
-
+    temp = os.path.join(folder, f".{base}.{group.tag}.tmp")  # (the same name in every process, unasked)
     try:
         if me == 0:  # (a name every process knows: made exclusively, never through a planted link)
             with os.fdopen(create_exclusive(temp, mode_for(path)), "wb") as f:
                 f.write(head)
                 f.truncate(len(head) + data_size)
-        step("made")
+        group.barrier("made")
         with os.fdopen(os.open(temp, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0)), "r+b") as g:
+            places = _places(g, temp) if me else None  # (process 0's header: where each array lies)
             at = len(head)
             for name, array, dtype, shape in regions:
-                g.seek(at)
                 parts = pieces(array)
+                if places is not None:
+                    if parts is not None:
+                        g.seek(_place_of(places, name, temp, dtype, shape))
+                        write_pieces(g, parts, dtype, shape)
+                    continue
+                g.seek(at)
                 if parts is not None:
                     write_pieces(g, parts, dtype, shape)
-                elif me == 0:
+                else:
                     write_whole(g, name, array, dtype, shape)
                 at += math.prod(shape) * dtype.itemsize
             g.flush()
             os.fsync(g.fileno())
-        step("written")
+        group.barrier("written")
         if me == 0:
             os.replace(temp, path)
             fsync_folder(folder)
-        step("renamed")
+        group.barrier("renamed")
     except BaseException:
         if me == 0 and os.path.exists(temp):
             os.unlink(temp)
         raise
 
 
+def _places(f: IO[bytes], where: str) -> dict[str, tuple[int, Any, list[int]]]:
+    """Each tensor's ``(start in the file, dtype code, shape)`` in the safetensors header at the
+    start of ``f`` (process 0's, just written)."""
+    import json
+
+    f.seek(0)
+    size = int.from_bytes(f.read(8), "little")
+    header = json.loads(f.read(size))
+    return {
+        name: (8 + size + int(entry["data_offsets"][0]), entry["dtype"], list(entry["shape"]))
+        for name, entry in header.items()
+        if name != "__metadata__"
+    }
+
+
+def _place_of(places: dict[str, tuple[int, Any, list[int]]], name: str, where: str, dtype: Any, shape: Any) -> int:
+    """Where tensor ``name`` of ``dtype`` and ``shape`` starts in process 0's file."""
+    from treekit.checkpoint._safetensors import code_of
+
+    got = places.get(name)
+    if got is None or got[1] != code_of(dtype) or got[2] != list(shape):
+        raise ValueError(f"{where}: process 0 wrote no tensor {name!r} of {dtype}{list(shape)} (got {got})")
+    return got[0]
+
+
 def save_together_remote(
-    where: Where, head: bytes, regions: list[tuple[str, Any, Any, tuple[int, ...]]], data_size: int, write_whole: Any
+    where: Where, head: bytes, regions: list[tuple[str, Any, Any, tuple[int, ...]]], data_size: int, write_whole: Any,
+    group: Group,
 ) -> None:
     """:func:`save_together` for a file in an object store, where processes cannot write into one
     object: each process uploads the pieces it holds (their bytes one after another, and a JSON
     index of where each goes) beside ``where``; process 0 downloads them, one array's pieces at a
-    time, into a local file of the final layout (its own unsplit arrays too), uploads that file as
-    one object and removes the pieces. Barriers (``multihost_utils.sync_global_devices``) between;
-    a process that fails or dies leaves ``where`` as it was, the old file or none. Every byte
-    passes through process 0 (an object store cannot join objects written elsewhere in general)."""
-    import hashlib
+    time, into a local file of the final layout (its own header and unsplit arrays), uploads that
+    file as one object and removes the pieces. ``group``'s barriers between; a process that fails
+    or dies leaves ``where`` as it was, the old file or none. Every byte passes through process 0
+    (an object store cannot join objects written elsewhere in general)."""
     import json
 
-    import jax
     import numpy as np
-    from jax.experimental import multihost_utils
 
-    me, count = jax.process_index(), jax.process_count()
-    digest = hashlib.sha256(head).hexdigest()[:16]
-    parts = where.sibling(f".{where.name}.{digest}.parts")
-
-    def step(name: str) -> None:
-        multihost_utils.sync_global_devices(f"treekit.save {digest} {name}")
-
+    me = group.me
+    parts = where.sibling(f".{where.name}.{group.tag}.parts")
     try:
         index, at = [], 0
         with writing(parts.join(f"process-{me}.bin")) as f:
-            for k, (_, array, _, _) in enumerate(regions):
+            for name, array, _, _ in regions:
                 for where_in, data in pieces(array) or ():
                     piece = np.ascontiguousarray(np.asarray(data))
                     if piece.nbytes:
                         f.write(piece.reshape(-1).view(np.uint8).data)
                     slices = [[s.start, s.stop] for s in where_in]
-                    index.append({"region": k, "index": slices, "shape": list(piece.shape), "at": at})
+                    index.append({"name": name, "index": slices, "shape": list(piece.shape), "at": at})
                     at += piece.nbytes
         write_bytes(parts.join(f"process-{me}.json"), json.dumps(index).encode("utf-8"))
-        step("uploaded")
+        group.barrier("uploaded")
         if me == 0:
-            _assemble(where, parts, count, head, regions, data_size, write_whole)
+            _assemble(where, parts, group.count, head, regions, data_size, write_whole)
             remove_tree(parts)
-        step("committed")
+        group.barrier("committed")
     except BaseException:
         if me == 0:
             remove_tree(parts)
@@ -308,21 +363,21 @@ def _assemble(
         bin_ = parts.join(f"process-{p}.bin")
         raw = read_bytes(parts.join(f"process-{p}.json"), 1 << 26)
         indexes.append((bin_, file_size(bin_), json.loads(raw)))
-    by_region: dict[int, list[tuple[Where, int, dict[str, Any]]]] = {}
+    by_name: dict[str, list[tuple[Where, int, dict[str, Any]]]] = {}
     for bin_, size, entries in indexes:
         for entry in entries:
-            by_region.setdefault(int(entry["region"]), []).append((bin_, size, entry))
+            by_name.setdefault(str(entry["name"]), []).append((bin_, size, entry))
     with writing(where) as g:
         g.write(head)
         g.truncate(len(head) + data_size)
         at = len(head)
-        for k, (name, array, dtype, shape) in enumerate(regions):
+        for name, array, dtype, shape in regions:
             g.seek(at)
             if pieces(array) is None:  # (not split: process 0's own)
                 write_whole(g, name, array, dtype, shape)
             else:
                 placed = []
-                for bin_, size, entry in by_region.get(k, []):
+                for bin_, size, entry in by_name.pop(name, []):
                     index = tuple(slice(a, b) for a, b in entry["index"])
                     piece = np.empty(tuple(entry["shape"]), dtype)
                     begin = int(entry["at"])
@@ -333,3 +388,5 @@ def _assemble(
                     placed.append((index, piece))
                 write_pieces(g, placed, dtype, shape)
             at += math.prod(shape) * dtype.itemsize
+        if by_name:  # (the processes agreed on their arrays first: a file that is not what they uploaded)
+            raise ValueError(f"{parts}: pieces of {sorted(by_name)[:3]}, which process 0 does not hold")

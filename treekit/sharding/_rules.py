@@ -183,7 +183,7 @@ def _spec_tree(tree: PyTree, specs: Any, mesh: Any = None) -> list[Any]:
     is_spec: Callable[[Any], bool] = lambda x: x is None or isinstance(x, pspec) or hasattr(x, "spec")  # noqa: E731
     full = broadcast(specs, tree, is_spec, "tree")
     out = []
-    for x in flatten(full, is_spec)[0]:
+    for x in flatten(tree, box_level())[1].flatten_up_to(full):  # (a None node of tree's stays one)
         out.append(x.spec if hasattr(x, "spec") and not isinstance(x, pspec) else _as_spec(x, "specs"))
     return out
 
