@@ -97,8 +97,11 @@ def save(
     gathered. When the tree holds arrays sharded across processes (``jax.distributed``), every
     process must call ``save`` with the same tree and path: each writes its own shards into
     one temporary file beside ``path``, which process 0 renames over ``path`` once all have
-    written (barriers by ``multihost_utils.sync_global_devices``), so the checkpoint is
-    complete or absent. To a URL, each uploads the pieces it holds and process 0 puts the file
+    written (barriers through ``jax.distributed``'s key-value store, each with a timeout), so
+    the checkpoint is complete or absent. Leaves that are not arrays across processes are
+    written as process 0 holds them (:class:`CheckpointManager` keeps every process's). The
+    processes' trees must have the same key paths and arrays across processes (dtypes and
+    shapes): a difference is a ``ValueError`` in every process, before anything is written. To a URL, each uploads the pieces it holds and process 0 puts the file
     together and uploads it (docs/cloud.md, "Many processes").
 
     Args:

@@ -221,9 +221,11 @@ class CheckpointManager:
         ``save``, ``wait``, ``restore`` or ``close`` waits for it and raises its error.
 
         A tree holding arrays sharded across processes (``jax.distributed``) is saved by every
-        process at once, each writing its own shards, and committed by process 0; such a save
-        is never asynchronous (its barriers are collectives): every process must call ``save``
-        with the same step. In an object store, process 0 puts the step's file together from
+        process at once, each writing its own shards and its own values of the other leaves
+        (:meth:`restore` gives each process its own), and committed by process 0; async too
+        (the barriers go through the distributed runtime's key-value store, each with a
+        timeout: ``TREEKIT_BARRIER_TIMEOUT_S``, 600 s). Every process must call ``save`` with
+        the same steps, in the same order, with trees of the same key paths. In an object store, process 0 puts the step's file together from
         the pieces every process uploads (docs/cloud.md, "Many processes").
 
         Raises:
