@@ -16,6 +16,9 @@
   host array}`` saved by a sync (async) manager in ``FOLDER/own``, the processes' positions
   apart; each restores the latest (its own values beside the arrays) by ``like=``, by
   ``rules=`` with a ``default=`` onto ``model=8``, and an older step;
+- ``late``: both save step 0 (async), then only process 0 saves step 1: its ``wait`` raises a
+  ``TimeoutError`` naming process 1 within ``TREEKIT_BARRIER_TIMEOUT_S`` (3 s), and step 1 is
+  not listed;
 - ``differ``: process 1's tree holds ``kernel`` of another shape: ``save`` and the manager's
   ``save`` raise a ``ValueError`` naming ``['kernel']`` in both processes, writing nothing.
 """
@@ -143,6 +146,35 @@ def own(folder: str, async_save: bool) -> None:
         assert steps.restore(2)["data"] == state(2)["data"]
 
 
+def late(folder: str) -> None:
+    """Process 1 does not come to step 1's save: process 0's fails in bounded time, naming it."""
+    import time
+
+    import jax
+    from jax._src import distributed
+
+    import treekit
+
+    os.environ["TREEKIT_BARRIER_TIMEOUT_S"] = "3"
+    client = distributed.global_state.client
+    tree = sharded(host_tree())
+    with treekit.CheckpointManager(os.path.join(folder, "run"), keep=None) as steps:
+        steps.save(0, tree)
+        steps.wait()
+        if jax.process_index() == 1:  # (alive, but not saving: until process 0 is done)
+            client.blocking_key_value_get("test/late/done", 120_000)
+            return
+        began = time.monotonic()
+        steps.save(1, tree)  # (returns once the shards are on the host)
+        try:
+            steps.wait()
+            raise AssertionError("a step saved by one process of two")
+        except TimeoutError as err:
+            assert "process 1 did not come" in str(err) and time.monotonic() - began < 60, err
+        assert steps.steps() == [0], steps.steps()
+        client.key_value_set("test/late/done", "1")
+
+
 def differ(folder: str) -> None:
     """Process 1 holds ``kernel`` of another shape: nothing is written, both processes told."""
     import jax
@@ -211,6 +243,8 @@ def main() -> None:
         own(folder, mode == "own-async")
     elif mode == "differ":
         differ(folder)
+    elif mode == "late":
+        late(folder)
     elif mode == "slow":
         treekit.save(name, sharded(host_tree(big=True)))
     else:

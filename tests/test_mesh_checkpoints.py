@@ -220,6 +220,14 @@ def test_trees_whose_arrays_differ_between_processes_are_refused_before_anything
     assert os.listdir(folder) == ["run"] and os.listdir(os.path.join(folder, "run")) == []
 
 
+def test_a_process_that_does_not_come_to_an_async_save_fails_it_in_bounded_time_naming_it(
+    tmp_path: pytest.TempPathFactory,
+) -> None:
+    folder = str(tmp_path)
+    _cluster(2, "late", folder)  # (process 0 checks its TimeoutError and that step 1 is not listed)
+    assert sorted(os.listdir(os.path.join(folder, "run"))) == ["step_00000000"]  # (no temporary left)
+
+
 def test_a_process_killed_mid_save_leaves_the_old_checkpoint(tmp_path: pytest.TempPathFactory) -> None:
     folder = str(tmp_path)
     old = {"w": np.arange(6.0)}

@@ -323,8 +323,8 @@ class CheckpointManager:
                 self._commit_remote(step, info)
         else:
             temp = self._temp(step, fresh=first)
-            group.barrier("made")
             try:
+                group.barrier("made")
                 self._write_shares(locate(temp), tree, group.me)
                 group.barrier("written")
                 if first:
