@@ -130,14 +130,12 @@ def test_batches_split_over_a_mesh_of_eight_devices_by_default_and_by_rules() ->
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
 
 
-def test_two_processes_build_global_batches_from_their_local_rows(tmp_path: Path) -> None:
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+def _two_processes(folder: Path, *args: str) -> list[list[str]]:
+    """tests/data_processes.py in two processes over ``folder``: each one's output lines."""
     port = loopback_port()
-    pq.write_table(pa.table({"index": np.arange(16)}), tmp_path / "a.parquet", row_group_size=8)
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
     procs = [
-        subprocess.Popen([sys.executable, str(HERE / "data_processes.py"), str(k), "2", str(port), str(tmp_path)],
+        subprocess.Popen([sys.executable, str(HERE / "data_processes.py"), str(k), "2", str(port), str(folder), *args],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for k in range(2)
     ]
@@ -146,11 +144,34 @@ def test_two_processes_build_global_batches_from_their_local_rows(tmp_path: Path
         for proc in procs:
             out, err = proc.communicate(timeout=240)
             assert proc.returncode == 0 and out.strip().endswith("ok"), err[-3000:]
-            outs.append([line.split()[1:] for line in out.splitlines() if line.startswith("rows")])
+            outs.append(out.splitlines())
     finally:
         for proc in procs:
             proc.kill()
             proc.wait()
+    return outs
+
+
+def test_two_processes_build_global_batches_from_their_local_rows(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"index": np.arange(16)}), tmp_path / "a.parquet", row_group_size=8)
+    outs = [[line.split()[1:] for line in out if line.startswith("rows")] for out in _two_processes(tmp_path)]
     assert len(outs[0]) == len(outs[1]) == 2  # two global batches of 8 rows: 4 from each process
     mine = [sorted(int(v) for batch in out for v in batch) for out in outs]
     assert sorted(mine[0] + mine[1]) == list(range(16)) and not set(mine[0]) & set(mine[1])
+
+
+@pytest.mark.parametrize("prefetch", ["2", "0"])
+def test_shares_of_unequal_batch_counts_raise_in_every_process_at_the_first_batch_one_lacks(
+    tmp_path: Path, prefetch: str
+) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    # a row group of 8 rows for one process (2 batches), 16 for the other (4): never a hang
+    pq.write_table(pa.table({"index": np.arange(24)}), tmp_path / "a.parquet", row_group_size=16)
+    outs = _two_processes(tmp_path, prefetch)
+    for out in outs:
+        assert sum(line.startswith("rows") for line in out) == 2  # the batches both had
+        (error,) = [line for line in out if line.startswith("error")]
+        assert "batch 2" in error and "processes [" in error, error

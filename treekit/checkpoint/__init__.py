@@ -2,7 +2,8 @@
 # structure record), _values.py (values in it), _restore.py (into like=), _npz.py, _safetensors.py,
 # _shards.py (arrays saved shard by shard), _atomic.py, _progress.py, _ahead.py (device-to-host
 # copies ahead of the writer), _codes.py (safetensors dtype codes), _foreign.py (other tools'
-# files), _header.py (a safetensors header in bounded memory), _json.py (records, indexes).
+# files), _header.py (a safetensors header in bounded memory), _json.py (records, indexes),
+# _processes.py (processes agreeing through jax.distributed's key-value store; data uses it too).
 # May import: core, ops, sharding, checks. Start at _io.py.
 """Checkpoints: save, load, load_leaf and metadata over .npz and .safetensors files."""
 
@@ -18,3 +19,4 @@ from treekit.checkpoint._npz import PickleRefused as PickleRefused
 from treekit.checkpoint._npz import check_members as check_members
 from treekit.checkpoint._npz import default_bound as default_bound
 from treekit.checkpoint._npz import npy_header as npy_header
+from treekit.checkpoint._processes import Group as Group

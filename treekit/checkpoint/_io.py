@@ -101,8 +101,9 @@ def save(
     the checkpoint is complete or absent. Leaves that are not arrays across processes are
     written as process 0 holds them (:class:`CheckpointManager` keeps every process's). The
     processes' trees must have the same key paths and arrays across processes (dtypes and
-    shapes): a difference is a ``ValueError`` in every process, before anything is written. To a URL, each uploads the pieces it holds and process 0 puts the file
-    together and uploads it (docs/cloud.md, "Many processes").
+    shapes): a difference is a ``ValueError`` in every process, before anything is written.
+    To a URL, each uploads the pieces it holds and process 0 puts the file together and
+    uploads it (docs/cloud.md, "Many processes").
 
     Args:
         path: The file to write (used as given: no suffix is added), or its URL.

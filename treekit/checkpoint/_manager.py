@@ -225,8 +225,9 @@ class CheckpointManager:
         (:meth:`restore` gives each process its own), and committed by process 0; async too
         (the barriers go through the distributed runtime's key-value store, each with a
         timeout: ``TREEKIT_BARRIER_TIMEOUT_S``, 600 s). Every process must call ``save`` with
-        the same steps, in the same order, with trees of the same key paths. In an object store, process 0 puts the step's file together from
-        the pieces every process uploads (docs/cloud.md, "Many processes").
+        the same steps, in the same order, with trees of the same key paths. In an object
+        store, process 0 puts the step's file together from the pieces every process uploads
+        (docs/cloud.md, "Many processes").
 
         Raises:
             ValueError: For a step that is saved already, or not an int >= 0.

@@ -80,12 +80,17 @@ class Group:
             return None
         return self.exchange(name, value)
 
-    def barrier(self, name: str) -> None:
-        """Wait until every process has come here."""
-        self.client.key_value_set(f"{self.prefix}/{name}.came/{self.me}", "1")
+    def barrier(self, name: str, noted: bool = True) -> None:
+        """Wait until every process has come here; ``noted``: each process leaves a key saying it
+        came, so that a timeout names the processes that did not (``False`` for a barrier made
+        again and again, whose keys would pile up: a timeout then names none)."""
+        if noted:
+            self.client.key_value_set(f"{self.prefix}/{name}.came/{self.me}", "1")
         try:
             self.client.wait_at_barrier(f"{self.prefix}/{name}", self._ms())
         except Exception as exc:
+            if not noted:
+                raise self._late(name, [], exc) from None
             try:
                 listed = self.client.key_value_dir_get(f"{self.prefix}/{name}.came/")
                 came = {int(key.rsplit("/", 1)[-1]) for key, _ in listed}
@@ -107,7 +112,7 @@ class Group:
         return max(1, int(timeout_s() * 1000))
 
     def _late(self, name: str, missing: list[int], exc: BaseException) -> TimeoutError:
-        who = f"process {missing[0]}" if len(missing) == 1 else f"processes {missing}"
+        who = f"process {missing[0]}" if len(missing) == 1 else f"processes {missing}" if missing else "some process"
         return TimeoutError(
             f"{self.what}: expected every process at {name!r} within {timeout_s():g} s, but {who} did not come "
             f"(ended, or not saving the same checkpoint; TREEKIT_BARRIER_TIMEOUT_S sets the wait): "

@@ -43,6 +43,8 @@ class OnMesh:
         self._thread: threading.Thread | None = None
         self._queue: queue.Queue[Any] = queue.Queue(max(prefetch, 1))
         self._stop = threading.Event()
+        self._group: Any = None  # (several processes: how they agree, batch by batch)
+        self._turn = 0  # batches agreed on
 
     # -- placing one batch ----------------------------------------------------------------
     def _shardings_of(self, leaves: list[Any], batch: Any) -> list[Any]:
@@ -76,9 +78,56 @@ class OnMesh:
         return treedef.unflatten(placed)
 
     # -- the thread that makes batches ready ahead ------------------------------------------
+    def _next(self) -> Any:
+        """The next batch of ``batches``, once every process has its own (several processes);
+        ``StopIteration`` once none has.
+
+        Raises:
+            ValueError: In every process, where some processes have a batch and others not
+                (a hang in the step's collectives otherwise).
+        """
+        try:
+            batch = next(self.batches)
+        except StopIteration:
+            self._agree(False)
+            raise
+        self._agree(True)
+        return batch
+
+    def _agree(self, has: bool) -> None:
+        """With several processes: a barrier per batch through ``jax.distributed``'s key-value
+        store, a process out of batches saying so before it comes."""
+        import jax
+
+        if jax.process_count() == 1:
+            return
+        if self._group is None:
+            from treekit.checkpoint import Group
+
+            self._group = Group("treekit.data.to_mesh")
+        group, turn = self._group, self._turn
+        self._turn += 1
+        if not has:
+            group.client.key_value_set(f"{group.prefix}/ended/{turn}/{group.me}", "1")
+        group.barrier(f"batch {turn}", noted=False)
+        listed = group.client.key_value_dir_get(f"{group.prefix}/ended/{turn}/")
+        ended = sorted(int(key.rsplit("/", 1)[-1]) for key, _ in listed)
+        if ended and len(ended) < group.count:
+            others = [p for p in range(group.count) if p not in ended]
+            number = self.batches.get_state().get("batches", turn + 1) - has  # (counted from 0)
+            raise ValueError(
+                f"to_mesh: batch {number}: expected every process to have one, got "
+                f"none in processes {ended} and one in processes {others} (their shares give different numbers "
+                "of batches: give every process as many rows, or end each epoch at the same batch in all)"
+            )
+
     def _work(self) -> None:
         try:
-            for batch in self.batches:
+            while True:
+                try:
+                    batch = self._next()
+                except StopIteration:
+                    break
                 item = (self.place(batch), self.batches.get_state())
                 while not self._stop.is_set():
                     try:
@@ -97,7 +146,7 @@ class OnMesh:
 
     def __next__(self) -> Any:
         if self.prefetch == 0:
-            batch = next(self.batches)
+            batch = self._next()
             placed = self.place(batch)
             self.state = self.batches.get_state()
             return placed
@@ -173,7 +222,13 @@ def to_mesh(batches: Any, mesh: Any = None, *, rules: Any = None, axis: str = "d
         ``close()``; a context manager.
 
     With several processes (``jax.distributed``), each process's batches are its local rows and
-    every leaf becomes one global array (``jax.make_array_from_process_local_data``).
+    every leaf becomes one global array (``jax.make_array_from_process_local_data``). Before a
+    batch is handed on, the processes meet at a barrier through ``jax.distributed``'s key-value
+    store (in the prefetching thread, ahead of the step): where some have a batch and others
+    none (their shares give different numbers of batches), every process raises a
+    ``ValueError`` at that batch, naming the processes, instead of the step's collectives
+    hanging. A process that stops reading makes the others' ``next()`` raise a
+    ``TimeoutError`` after ``TREEKIT_BARRIER_TIMEOUT_S`` seconds (600).
 
     The state (:meth:`OnMesh.get_state`) counts the batches handed to the caller, not those made
     ready ahead: ``set_state`` on a fresh pipeline goes on with exactly the next batch.
