@@ -125,3 +125,20 @@ def test_example_script(hide_jax: bool) -> None:
         result = run_python("", str(script), "--steps", "30")
     assert result.returncode == 0, result.stderr
     assert re.search(r"final loss \S+ < initial loss \S+", result.stdout), result.stdout
+
+
+def test_two_processes_example_resumes_bit_for_bit(tmp_path: Path) -> None:
+    pytest.importorskip("jax")
+    from children import loopback_port
+
+    loopback_port()  # (skips where localhost refuses connections: jax.distributed needs them)
+    script = ROOT / "examples" / "two_processes.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "process 1: step 20" in result.stdout and "bit for bit: True" in result.stdout, result.stdout
+    steps = sorted(os.listdir(tmp_path / "stopped" / "run"))
+    assert steps == ["step_00000016", "step_00000020"]  # keep=2
+    assert "process_00001.safetensors" in os.listdir(tmp_path / "stopped" / "run" / steps[-1])
