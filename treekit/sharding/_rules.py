@@ -184,6 +184,8 @@ def _spec_tree(tree: PyTree, specs: Any, mesh: Any = None) -> list[Any]:
     full = broadcast(specs, tree, is_spec, "tree")
     out = []
     for x in flatten(tree, box_level())[1].flatten_up_to(full):  # (a None node of tree's stays one)
+        if not is_spec(x):  # (a flax box of one leaf: the spec inside it)
+            x = flatten(x, is_spec)[0][0]
         out.append(x.spec if hasattr(x, "spec") and not isinstance(x, pspec) else _as_spec(x, "specs"))
     return out
 
