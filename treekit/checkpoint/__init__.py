@@ -1,10 +1,9 @@
-# Lives here: _io.py (the public functions), _manager.py (CheckpointManager), _saved.py (the
-# structure record), _values.py (values in it), _restore.py (into like=), _npz.py, _safetensors.py,
-# _shards.py (arrays saved shard by shard), _atomic.py, _progress.py, _ahead.py (device-to-host
-# copies ahead of the writer), _codes.py (safetensors dtype codes), _foreign.py (other tools'
-# files), _header.py (a safetensors header in bounded memory), _json.py (records, indexes),
-# _processes.py (processes agreeing through jax.distributed's key-value store; data uses it too).
-# May import: core, ops, sharding, checks. Start at _io.py.
+# Lives here: _io.py (the public functions), _manager.py (CheckpointManager), _saved.py (the record),
+# _values.py (values in it), _restore.py (into like=), _npz.py, _safetensors.py, _shards.py (arrays
+# shard by shard), _processes.py (processes agreeing via jax.distributed's key-value store), _progress.py,
+# _ahead.py (device-to-host copies ahead), _codes.py (dtype codes), _foreign.py (other tools' files),
+# _header.py (a header in bounded memory), _json.py (records, indexes). May import: core, ops,
+# sharding, checks, files. Start at _io.py.
 """Checkpoints: save, load, load_leaf and metadata over .npz and .safetensors files."""
 
 from treekit.checkpoint._io import load as load

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
+from treekit.checkpoint._codes import code_of
 from treekit.checkpoint._processes import Group
 from treekit.core import KeyPath, flatten, keystr
 from treekit.files import (
@@ -300,8 +301,6 @@ def _places(f: IO[bytes], where: str) -> dict[str, tuple[int, Any, list[int]]]:
 
 def _place_of(places: dict[str, tuple[int, Any, list[int]]], name: str, where: str, dtype: Any, shape: Any) -> int:
     """Where tensor ``name`` of ``dtype`` and ``shape`` starts in process 0's file."""
-    from treekit.checkpoint._safetensors import code_of
-
     got = places.get(name)
     if got is None or got[1] != code_of(dtype) or got[2] != list(shape):
         raise ValueError(f"{where}: process 0 wrote no tensor {name!r} of {dtype}{list(shape)} (got {got})")
