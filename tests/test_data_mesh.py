@@ -175,3 +175,22 @@ def test_shares_of_unequal_batch_counts_raise_in_every_process_at_the_first_batc
         assert sum(line.startswith("rows") for line in out) == 2  # the batches both had
         (error,) = [line for line in out if line.startswith("error")]
         assert "batch 2" in error and "processes [" in error, error
+
+
+def test_to_mesh_warns_once_naming_the_leaves_jax_narrows_without_x64() -> None:
+    import warnings
+
+    from treekit import data
+
+    rows = [{"x": np.int64(i), "f": np.float32(i), "y": {"z": np.float64(i)}} for i in range(12)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with data.to_mesh(data.batches(data.from_iterable(rows), 4), prefetch=0) as it:
+            placed = list(it)
+    narrowed = [str(w.message) for w in caught if "x64" in str(w.message)]
+    if jax.config.jax_enable_x64:
+        assert narrowed == [] and placed[0]["x"].dtype == np.int64
+        return
+    assert len(narrowed) == 1 and len(placed) == 3  # once, at the first batch
+    assert "batch['x'] int64 -> int32" in narrowed[0] and "batch['y']['z'] float64 -> float32" in narrowed[0]
+    assert "['f']" not in narrowed[0]

@@ -8,7 +8,7 @@ import queue
 import threading
 from typing import Any
 
-from treekit.core import flatten
+from treekit.core import flatten, keystr
 
 __all__ = ["OnMesh", "to_mesh"]
 
@@ -70,6 +70,7 @@ class OnMesh:
         leaves, treedef, _ = flatten(batch)
         if self._shardings is None:
             self._shardings = self._shardings_of(leaves, batch)
+            _warn_narrowed(batch)
         if jax.process_count() > 1:
             make: Any = jax.make_array_from_process_local_data
             placed = [make(s, x) for s, x in zip(self._shardings, leaves)]
@@ -195,6 +196,28 @@ class OnMesh:
         self.close()
 
 
+def _warn_narrowed(batch: Any) -> None:
+    """Warn, naming them, where jax (its x64 off) makes leaves of 64-bit dtypes 32-bit."""
+    import warnings
+
+    import jax
+
+    leaves, _, paths = flatten(batch, with_path=True)
+    assert paths is not None
+    narrowed = []
+    for path, x in zip(paths, leaves):
+        dtype = getattr(x, "dtype", None)
+        if dtype is not None and jax.dtypes.canonicalize_dtype(dtype) != dtype:
+            narrowed.append(f"batch{keystr(path)} {dtype} -> {jax.dtypes.canonicalize_dtype(dtype)}")
+    if narrowed:
+        shown = ", ".join(narrowed[:5]) + (f" and {len(narrowed) - 5} more" if len(narrowed) > 5 else "")
+        warnings.warn(
+            f"to_mesh: jax's x64 is off, so on the devices {shown} (jax.config.update('jax_enable_x64', True) "
+            "keeps 64 bits; a spec or a cast of the source's column makes the narrowing yours)",
+            stacklevel=4,
+        )
+
+
 def to_mesh(batches: Any, mesh: Any = None, *, rules: Any = None, axis: str = "data", prefetch: int = 2) -> OnMesh:
     """Each batch as jax arrays placed on ``mesh``, made ready ``prefetch`` batches ahead.
 
@@ -229,6 +252,10 @@ def to_mesh(batches: Any, mesh: Any = None, *, rules: Any = None, axis: str = "d
     ``ValueError`` at that batch, naming the processes, instead of the step's collectives
     hanging. A process that stops reading makes the others' ``next()`` raise a
     ``TimeoutError`` after ``TREEKIT_BARRIER_TIMEOUT_S`` seconds (600).
+
+    jax keeps 32-bit arrays unless its x64 is on: a batch leaf of a 64-bit dtype (int64, a
+    ``ClassLabel``'s; float64) becomes int32 or float32 on the devices, and ``to_mesh`` warns
+    once, at the first batch, naming those leaves.
 
     The state (:meth:`OnMesh.get_state`) counts the batches handed to the caller, not those made
     ready ahead: ``set_state`` on a fresh pipeline goes on with exactly the next batch.
