@@ -19,7 +19,7 @@ import pytest
 np = pytest.importorskip("numpy")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from treekit import data  # noqa: E402
@@ -275,6 +275,52 @@ def test_a_datasets_dataset_keeps_its_feature_dtypes(hf_datasets: Any) -> None:
     assert len(shards[0]) + len(shards[1]) == rows
     with pytest.raises(TypeError, match=r"dataset: expected a datasets\.Dataset, got list"):
         data.from_hf([1, 2])
+
+
+def test_a_dict_of_splits_needs_split_and_names_them(hf_datasets: Any) -> None:
+    datasets = hf_datasets
+    ds = datasets.Dataset.from_dict({"x": list(range(30))})
+    splits = datasets.DatasetDict({"train": ds, "test": ds.select(range(10))})
+    with pytest.raises(ValueError, match=r"a dict of splits \['train', 'test'\]: expected split="):
+        data.from_hf(splits)
+    with pytest.raises(ValueError, match=r"split: expected one of \['train', 'test'\], got 'validation'"):
+        data.from_hf(splits, split="validation")
+    with pytest.raises(ValueError, match="split: expected None for a Dataset"):
+        data.from_hf(ds, split="train")
+    assert [c["x"].tolist() for c in data.from_hf(splits, split="test")] == [list(range(10))]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.integers(1, 2600), shards=st.integers(1, 5), batch=st.integers(1, 700), taken=st.integers(0, 6))
+def test_a_streaming_dataset_resumes_exactly_from_a_json_state(
+    hf_datasets: Any, rows: int, shards: int, batch: int, taken: int
+) -> None:
+    datasets = hf_datasets  # (the module: the same for every example)
+    table = datasets.Dataset.from_dict({"x": list(range(rows)), "y": [[i, -i] for i in range(rows)]})
+    stream = table.to_iterable_dataset(num_shards=min(shards, rows))  # (datasets shards no empty table)
+
+    def pipeline() -> Any:
+        return data.batches(data.from_hf(stream), batch, drop_remainder=False)
+
+    whole = [b["x"].tolist() for b in pipeline()]
+    assert [v for b in whole for v in b] == list(range(rows))
+    run = pipeline()
+    first = [next(run)["x"].tolist() for _ in range(min(taken, len(whole)))]
+    resumed = pipeline()
+    resumed.set_state(json.loads(json.dumps(run.get_state())))
+    assert first + [b["x"].tolist() for b in resumed] == whole
+
+
+def test_a_streaming_dataset_shards_by_node_and_refuses_seed_and_epochs(hf_datasets: Any) -> None:
+    datasets = hf_datasets
+    stream = datasets.Dataset.from_dict({"x": list(range(3000))}).to_iterable_dataset(num_shards=4)
+    shares = [sorted(int(v) for c in data.from_hf(stream, shard=(k, 2)) for v in c["x"]) for k in range(2)]
+    assert sorted(shares[0] + shares[1]) == list(range(3000)) and not set(shares[0]) & set(shares[1])
+    chunk = next(iter(data.from_hf(stream, columns=["x"])))
+    assert chunk["x"].dtype == np.int64 and chunk["x"].shape == (1024,)
+    for bad in ({"seed": 1}, {"num_epochs": 2}):
+        with pytest.raises(ValueError, match="for a streaming dataset"):
+            data.from_hf(stream, **bad)
 
 
 # -- any iterable ----------------------------------------------------------------------------
