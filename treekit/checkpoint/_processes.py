@@ -20,7 +20,7 @@ from treekit.core import flatten, keystr
 
 __all__ = ["Group", "across", "timeout_s"]
 
-_made = [0]  # together-saves this process has begun
+_made: dict[str, int] = {}  # groups this process has made, by kind
 _lock = threading.Lock()
 
 
@@ -42,12 +42,14 @@ def timeout_s() -> float:
 
 
 class Group:
-    """The processes of this job, for one together-save of ``what`` (named in messages).
+    """The processes of this job, for one together-save of ``what`` (named in messages), or
+    another ``kind`` of work they do together (``to_mesh``'s pipelines count apart, so that a
+    pipeline one process makes alone does not shift the saves' names).
 
-    Its keys live under ``treekit/<n>/`` (``n``: the count of together-saves this process has
-    begun); :meth:`close`, after the last barrier, deletes them (process 0)."""
+    Its keys live under ``treekit/<kind>/<n>/`` (``n``: the count of groups of that kind this
+    process has made); :meth:`close`, after the last barrier, deletes them (process 0)."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, kind: str = "save") -> None:
         import jax
         from jax._src import distributed
 
@@ -57,8 +59,8 @@ class Group:
         if self.client is None:  # (several processes, but not through jax.distributed.initialize)
             raise RuntimeError(f"{what}: expected jax.distributed.initialize() before saving arrays across processes")
         with _lock:
-            _made[0] += 1
-            self.prefix = f"treekit/{_made[0]}"
+            _made[kind] = _made.get(kind, 0) + 1
+            self.prefix = f"treekit/{kind}/{_made[kind]}"
         self.tag = hashlib.sha256(f"{what} {self.prefix}".encode()).hexdigest()[:16]  # (temporary files' names)
 
     def exchange(self, name: str, value: bytes) -> list[bytes]:

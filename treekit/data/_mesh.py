@@ -43,7 +43,7 @@ class OnMesh:
         self._thread: threading.Thread | None = None
         self._queue: queue.Queue[Any] = queue.Queue(max(prefetch, 1))
         self._stop = threading.Event()
-        self._group: Any = None  # (several processes: how they agree, batch by batch)
+        self._group: Any = None  # (a mesh across processes: how they agree, batch by batch; False: none)
         self._turn = 0  # batches agreed on
 
     # -- placing one batch ----------------------------------------------------------------
@@ -100,12 +100,16 @@ class OnMesh:
         store, a process out of batches saying so before it comes."""
         import jax
 
-        if jax.process_count() == 1:
-            return
         if self._group is None:
-            from treekit.checkpoint import Group
+            me = jax.process_index()
+            if self.mesh is None or all(d.process_index == me for d in self.mesh.devices.flat):
+                self._group = False  # (no global arrays: nothing to agree on)
+            else:
+                from treekit.checkpoint import Group
 
-            self._group = Group("treekit.data.to_mesh")
+                self._group = Group("treekit.data.to_mesh", kind="to_mesh")
+        if self._group is False:
+            return
         group, turn = self._group, self._turn
         self._turn += 1
         if not has:
