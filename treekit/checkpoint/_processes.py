@@ -5,7 +5,9 @@ training step (an async save), and a process that died is named, not waited for.
 
 Every process makes the same together-saves in the same order (each call of ``save`` on a tree
 with arrays across processes, in every process), so a count of them names each one alike in
-every process with nothing exchanged.
+every process with nothing exchanged. (Two threads saving together at once, a manager's async
+save and a ``treekit.save``, could take their counts in another order in another process: the
+manager's docs say to ``wait()`` first.)
 """
 
 from __future__ import annotations
