@@ -14,7 +14,7 @@
 - ``own`` / ``own-async``: the single-process pattern in every process: steps 0-3 of
   ``{'train': the sharded tree, 'data': this process's own position and name, 'rng': its own
   host array}`` saved by a sync (async) manager in ``FOLDER/own``, the processes' positions
-  apart; each restores the latest (its own values beside the arrays) by ``like=``, by
+  apart (async: a ``treekit.save`` of the arrays in the main thread while each step is written); each restores the latest (its own values beside the arrays) by ``like=``, by
   ``rules=`` with a ``default=`` onto ``model=8``, and an older step;
 - ``late``: both save step 0 (async), then only process 0 saves step 1: its ``wait`` raises a
   ``TimeoutError`` naming process 1 within ``TREEKIT_BARRIER_TIMEOUT_S`` (3 s), and step 1 is
@@ -125,6 +125,8 @@ def own(folder: str, async_save: bool) -> None:
     with treekit.CheckpointManager(os.path.join(folder, "own"), keep=3, async_save=async_save) as steps:
         for step in range(4):
             assert steps.save(step, state(step))
+            if async_save:  # (a save of its own while the manager's is in flight: counted apart)
+                treekit.save(os.path.join(folder, "direct.safetensors"), {"train": arrays})
         steps.wait()
         assert steps.steps() == [1, 2, 3], steps.steps()
         got = steps.restore(like=state(0))

@@ -19,7 +19,7 @@ from typing import Any
 
 from treekit.checkpoint._io import load, save
 from treekit.checkpoint._lookup import metadata
-from treekit.checkpoint._processes import Group
+from treekit.checkpoint._processes import Group, counted_as
 from treekit.checkpoint._shards import OnHost
 from treekit.core import flatten, is_key_dtype, keystr
 from treekit.files import (
@@ -312,6 +312,10 @@ class CheckpointManager:
         through the distributed runtime's key-value store (so this runs in a background thread
         too). In an object store: into the step's folder (process 0 puts the file together from
         the pieces the others upload), committed by process 0's ``step.json``."""
+        with counted_as(f"CheckpointManager {self.directory}"):  # (its saves, one at a time, apart from others)
+            self._write_counted(step, tree, info)
+
+    def _write_counted(self, step: int, tree: Any, info: dict[str, Any]) -> None:
         group = Group(f"treekit.CheckpointManager {self.directory} step {step}")
         first = group.me == 0
         if not self._where.local:

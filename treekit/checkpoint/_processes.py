@@ -5,25 +5,39 @@ training step (an async save), and a process that died is named, not waited for.
 
 Every process makes the same together-saves in the same order (each call of ``save`` on a tree
 with arrays across processes, in every process), so a count of them names each one alike in
-every process with nothing exchanged. (Two threads saving together at once, a manager's async
-save and a ``treekit.save``, could take their counts in another order in another process: the
-manager's docs say to ``wait()`` first.)
+every process with nothing exchanged. Counts are kept by kind: a manager's saves (written in
+its thread, one at a time) count under its own, so a ``treekit.save`` made meanwhile in another
+thread cannot take their numbers in another order in another process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from treekit.core import flatten, keystr
 
-__all__ = ["Group", "across", "timeout_s"]
+__all__ = ["Group", "across", "counted_as", "timeout_s"]
 
 _made: dict[str, int] = {}  # groups this process has made, by kind
 _lock = threading.Lock()
+_counting = threading.local()  # .kind: the kind this thread's groups count under, where not "save"
+
+
+@contextlib.contextmanager
+def counted_as(kind: str) -> Iterator[None]:
+    """The groups this thread makes in the block (its saves' too) count under ``kind``."""
+    before = getattr(_counting, "kind", None)
+    _counting.kind = kind
+    try:
+        yield
+    finally:
+        _counting.kind = before
 
 
 def timeout_s() -> float:
@@ -51,7 +65,7 @@ class Group:
     Its keys live under ``treekit/<kind>/<n>/`` (``n``: the count of groups of that kind this
     process has made); :meth:`close`, after the last barrier, deletes them (process 0)."""
 
-    def __init__(self, what: str, kind: str = "save") -> None:
+    def __init__(self, what: str, kind: str | None = None) -> None:
         import jax
         from jax._src import distributed
 
@@ -60,6 +74,7 @@ class Group:
         self.client: Any = distributed.global_state.client
         if self.client is None:  # (several processes, but not through jax.distributed.initialize)
             raise RuntimeError(f"{what}: expected jax.distributed.initialize() before saving arrays across processes")
+        kind = kind or getattr(_counting, "kind", None) or "save"
         with _lock:
             _made[kind] = _made.get(kind, 0) + 1
             self.prefix = f"treekit/{kind}/{_made[kind]}"
