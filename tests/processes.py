@@ -14,7 +14,8 @@
 - ``own`` / ``own-async``: the single-process pattern in every process: steps 0-3 of
   ``{'train': the sharded tree, 'data': this process's own position and name, 'rng': its own
   host array}`` saved by a sync (async) manager in ``FOLDER/own``, the processes' positions
-  apart (async: a ``treekit.save`` of the arrays in the main thread while each step is written); each restores the latest (its own values beside the arrays) by ``like=``, by
+  apart (async: a ``treekit.save`` of the arrays in the main thread while each step is
+  written); each restores the latest (its own values beside the arrays) by ``like=``, by
   ``rules=`` with a ``default=`` onto ``model=8``, and an older step;
 - ``late``: both save step 0 (async), then only process 0 saves step 1: its ``wait`` raises a
   ``TimeoutError`` naming process 1 within ``TREEKIT_BARRIER_TIMEOUT_S`` (3 s), and step 1 is
