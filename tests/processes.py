@@ -21,7 +21,8 @@
   ``TimeoutError`` naming process 1 within ``TREEKIT_BARRIER_TIMEOUT_S`` (3 s), and step 1 is
   not listed;
 - ``differ``: process 1's tree holds ``kernel`` of another shape: ``save`` and the manager's
-  ``save`` raise a ``ValueError`` naming ``['kernel']`` in both processes, writing nothing.
+  ``save`` raise a ``ValueError`` naming ``['kernel']`` in both processes, writing nothing; so
+  does ``save`` where process 1's own values have a key path more.
 """
 
 from __future__ import annotations
@@ -200,6 +201,13 @@ def differ(folder: str) -> None:
             message = str(err)
             assert "tree['kernel']" in message and "process 0" in message and "process 1" in message, message
             assert "float32[4, 6, 8]" in message and "float32[4, 6, 16]" in message, message
+    same = sharded(host_tree())  # the same arrays; process 1's own values have one more key path
+    own = {"position": 3} if jax.process_index() == 0 else {"position": 3, "extra": 1}
+    try:
+        treekit.save(os.path.join(folder, "ckpt.safetensors"), {"train": same, "data": own})
+        raise AssertionError("trees of other key paths saved")
+    except ValueError as err:
+        assert "tree['data']['extra'] own" in str(err) and "process 0: tree['data']['position'] own" in str(err), err
 
 
 def load(name: str) -> None:

@@ -134,30 +134,31 @@ class Group:
         who = f"process {missing[0]}" if len(missing) == 1 else f"processes {missing}" if missing else "some process"
         return TimeoutError(
             f"{self.what}: expected every process at {name!r} within {timeout_s():g} s, but {who} did not come "
-            f"(ended, or not saving the same checkpoint; TREEKIT_BARRIER_TIMEOUT_S sets the wait): "
+            f"(ended, or not doing the same work; TREEKIT_BARRIER_TIMEOUT_S sets the wait): "
             f"{type(exc).__name__}: {str(exc)[:200]}"
         )
 
 
 def across(tree: Any, what: str) -> Group | None:
     """The :class:`Group` of a together-save of ``tree`` (one holding arrays across processes),
-    once every process has said it holds the same such arrays (key paths, dtypes, shapes);
-    ``None`` for a tree that holds none (or a job of one process).
+    once every process has said its tree has the same key paths and the same such arrays
+    (dtypes, shapes; its other leaves are its own); ``None`` for a tree that holds none (or a
+    job of one process).
 
     Raises:
-        ValueError: In every process, before anything is written, if their arrays across
-            processes differ: naming the first key path where they do, and the processes.
+        ValueError: In every process, before anything is written, if their trees differ so:
+            naming the first key path where they do, and what each process holds there.
     """
     jax = sys.modules.get("jax")
     if jax is None or jax.process_count() == 1:
         return None
     leaves, _, paths = flatten(tree, with_path=True)
     assert paths is not None
-    spans = [f"{keystr(p)} {x.dtype}{list(x.shape)}" for p, x in zip(paths, leaves) if _spans(x)]
-    if not spans:
+    if not any(map(_spans, leaves)):
         return None
+    told_as = [f"{keystr(p)}\t{f'{x.dtype}{list(x.shape)}' if _spans(x) else 'own'}" for p, x in zip(paths, leaves)]
     group = Group(what)
-    told = group.agree("arrays", "\n".join(spans).encode("utf-8"))
+    told = group.agree("tree", "\n".join(told_as).encode("utf-8"))
     if told is not None:  # (its keys are left: another process may still be reading them)
         raise ValueError(_first_difference(what, [t.decode("utf-8").split("\n") for t in told]))
     return group
@@ -168,18 +169,18 @@ def _spans(x: Any) -> bool:
 
 
 def _first_difference(what: str, lists: list[list[str]]) -> str:
-    """Where the processes' lists of arrays across processes (``"<keystr> <dtype>[shape]"``)
-    first differ, each process's entry there."""
+    """Where the processes' lists of leaves (``"<keystr>\t<dtype>[shape]"`` for an array across
+    processes, ``"<keystr>\town"`` for another leaf) first differ, each process's entry there."""
     at = 0
     while all(at < len(entries) for entries in lists) and len({entries[at] for entries in lists}) == 1:
         at += 1
     seen = [entries[at] if at < len(entries) else None for entries in lists]
     first = next(entry for entry in seen if entry is not None)
-    path = first.rsplit(" ", 1)[0]
+    path = first.split("\t")[0]
     held = ", ".join(
-        f"process {p}: {'nothing more' if e is None else 'tree' + e}" for p, e in enumerate(seen)
+        f"process {p}: {'nothing more' if e is None else 'tree' + e.replace(chr(9), ' ')}" for p, e in enumerate(seen)
     )
     return (
-        f"{what}: tree{path}: expected the same arrays across processes (key paths, dtypes, shapes) in every "
-        f"process, got {held}"
+        f"{what}: tree{path}: expected the same key paths in every process, and the same dtypes and shapes of "
+        f"the arrays across processes ('own': a value of the process's own), got {held}"
     )
