@@ -89,6 +89,17 @@ def _unlist(array: Any, name: str, where: str, rows: int) -> tuple[Any, list[Any
     return array, levels
 
 
+def _list_sizes(kind: Any) -> list[int | None]:
+    """Each list level's fixed size (``None`` for a variable-length one) of Arrow type ``kind``."""
+    import pyarrow as pa
+
+    sizes: list[int | None] = []
+    while pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        sizes.append(kind.list_size if pa.types.is_fixed_size_list(kind) else None)
+        kind = kind.value_type
+    return sizes
+
+
 def _per_row(levels: list[Any], depth: int) -> Any:
     """How many elements of level ``depth`` (``len(levels)``: values) each row holds."""
     import numpy as np
@@ -101,7 +112,7 @@ def _per_row(levels: list[Any], depth: int) -> Any:
     return counts
 
 
-def _fixed(values: Any, levels: list[Any], name: str, where: str, rows: int) -> Any:
+def _fixed(values: Any, levels: list[Any], sizes: list[int | None], name: str, where: str, rows: int) -> Any:
     """Rows of a list column whose every level has one length: an array ``[rows, *lengths]``."""
     import numpy as np
 
@@ -118,7 +129,7 @@ def _fixed(values: Any, levels: list[Any], name: str, where: str, rows: int) -> 
                 f"column {name!r} ({where}): expected lists of one length, got ragged lists: {got}\n"
                 f"pass pad={{{name!r}: length}} to pad or truncate them to one length"
             )
-        shape.append(int(lengths[0]) if lengths.size else 0)
+        shape.append(int(lengths[0]) if lengths.size else sizes[depth] or 0)
     return _numpy(values, name, where).reshape(rows, *shape)
 
 
@@ -137,19 +148,33 @@ def _reshaped(values: Any, levels: list[Any], shape: tuple[int, ...], name: str,
     return _numpy(values, name, where).reshape(rows, *shape)
 
 
-def _padded(values: Any, lengths: Any, length: int, name: str, where: str, rows: int) -> tuple[Any, Any]:
-    """A list column of one level padded with zeros or truncated to ``length``; the kept lengths."""
+def _padded(
+    values: Any, levels: list[Any], sizes: list[int | None], length: int, name: str, where: str, rows: int
+) -> tuple[Any, Any]:
+    """A list column padded with zeros or truncated to ``length`` elements a row; the kept
+    lengths. Each element is a value, or (``levels`` past the first, of one length each: a
+    written dataset's ``(rows, None, 16)``) an array of those lengths."""
     import numpy as np
 
+    lengths, inner = levels[0], []
+    for depth, (counts, fixed) in enumerate(zip(levels[1:], sizes[1:]), 1):
+        if fixed is None and counts.size and (counts != counts[0]).any():
+            raise ValueError(
+                f"pad[{name!r}] ({where}): expected lists of values, or of lists of one length each, "
+                f"got lists of other lengths at depth {depth}"
+            )
+        inner.append(fixed if fixed is not None else int(counts[0]) if counts.size else 0)
     flat = _numpy(values, name, where)
-    out = np.zeros((rows, length), dtype=flat.dtype)
+    block = math.prod(inner)
+    flat = flat.reshape(-1, block) if block else np.zeros((int(lengths.sum()), 0), flat.dtype)
+    out = np.zeros((rows, length, block), dtype=flat.dtype)
     starts = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
     kept = np.minimum(lengths, length)
     row_of = np.repeat(np.arange(rows), kept)
     at = np.arange(row_of.size) - np.repeat(np.cumsum(kept) - kept, kept)
     out[row_of, at] = flat[np.repeat(starts[:-1], kept) + at]
-    return out, kept.astype(np.int32)
+    return out.reshape(rows, length, *inner), kept.astype(np.int32)
 
 
 def columns_to_numpy(
@@ -183,13 +208,14 @@ def columns_to_numpy(
         else:
             values, levels = _unlist(array, name, where, rows)
         if name in pads:
-            if len(levels) != 1:
-                raise ValueError(f"pad[{name!r}] ({where}): expected a column of lists of values, got {array.type}")
-            out[name], out[f"{name}_len"] = _padded(values, levels[0], pads[name], name, where, rows)
+            if not levels:
+                raise ValueError(f"pad[{name!r}] ({where}): expected a column of lists, got {array.type}")
+            sizes = _list_sizes(array.type)
+            out[name], out[f"{name}_len"] = _padded(values, levels, sizes, pads[name], name, where, rows)
         elif name in shapes:
             out[name] = _reshaped(values, levels, shapes[name], name, where, rows)
         elif levels:
-            out[name] = _fixed(values, levels, name, where, rows)
+            out[name] = _fixed(values, levels, _list_sizes(array.type), name, where, rows)
         else:
             out[name] = _numpy(values, name, where)
     return out

@@ -11,8 +11,18 @@ from typing import Any
 
 from treekit.data._arrow import check_pad_reshape, columns_to_numpy
 from treekit.data._chunks import Chunk, Source, check_rows
+from treekit.data._dataset import (
+    MANIFEST,
+    MANIFEST_LIMIT,
+    SPEC_KEY,
+    Column,
+    Written,
+    columns_from_text,
+    read_manifest,
+    read_spec,
+)
 from treekit.data._plan import Plan, PlannedSource
-from treekit.files import Where, arrow_filesystem, find, locate, matches
+from treekit.files import Where, arrow_filesystem, find, locate, matches, read_bytes
 
 __all__ = ["ParquetSource", "find_files", "parquet"]
 
@@ -33,18 +43,35 @@ def _hidden(name: str) -> bool:
     return name.startswith(("_", "."))
 
 
-def find_files(paths: Any, filesystem: Any = None, storage_options: Any = None) -> list[tuple[Where, str]]:
-    """``(file, name relative to its folder)`` for each data file that ``paths`` names, sorted.
+def _written(folder: Where) -> Written | None:
+    """The manifest of the dataset :func:`treekit.data.write_parquet` wrote in ``folder``, if any."""
+    manifest = folder.join(MANIFEST)
+    try:
+        raw = read_bytes(manifest, MANIFEST_LIMIT)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    return read_manifest(raw, str(manifest))
+
+
+def find_files(
+    paths: Any, filesystem: Any = None, storage_options: Any = None
+) -> tuple[list[tuple[Where, str]], Written | None]:
+    """``(file, name relative to its folder)`` for each data file that ``paths`` names, sorted,
+    and the manifest of the dataset they are, where ``paths`` names a folder that
+    :func:`treekit.data.write_parquet` wrote (then its listed files alone are read).
 
     ``paths`` is a file, a folder (walked; hidden and ``_``-prefixed files and folders left
     out, as Spark and pyarrow leave them out), a glob, or a list of those; local, or URLs
     (``filesystem`` and ``storage_options`` as :func:`treekit.files.locate` takes them).
 
     Raises:
-        FileNotFoundError: If a path names nothing, or all of them name no data file.
+        FileNotFoundError: If a path names nothing, or all of them name no data file, or a
+            written dataset's manifest lists a file that is missing.
+        ValueError: If a written dataset's folder is named beside other paths.
     """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     found: list[tuple[Where, str]] = []
+    written = None
     for item in items:
         where = locate(item, filesystem, storage_options, "paths")
         named = matches(where)
@@ -56,13 +83,24 @@ def find_files(paths: Any, filesystem: Any = None, storage_options: Any = None) 
                     found.append((match, match.name))
                 continue
             base = len(match.path.rstrip("/\\")) + 1
-            found += [(file, file.path[base:].replace(os.sep, "/")) for file in find(match, _hidden)]
+            listed = [(file, file.path[base:].replace(os.sep, "/")) for file in find(match, _hidden)]
+            dataset = _written(match)
+            if dataset is not None:
+                if len(items) > 1 or len(named) > 1:
+                    shown = str(match)
+                    raise ValueError(f"paths: expected a written dataset's folder alone, got {shown!r} among others")
+                there = {rel: (file, rel) for file, rel in listed}
+                missing = [name for name, _ in dataset.files if name not in there]
+                if missing:
+                    raise FileNotFoundError(f"{match.join(MANIFEST)}: lists {missing[0]!r}, which is missing")
+                listed, written = [there[name] for name, _ in dataset.files], dataset
+            found += listed
     if not found:
         raise FileNotFoundError(f"paths: expected Parquet files, found none in {paths!r}")
     once: dict[str, tuple[Where, str]] = {}  # (a file that two paths name is read once)
     for file, rel in found:
         once.setdefault(os.path.abspath(file.path) if file.local else file.path, (file, rel))
-    return list(once.values())
+    return list(once.values()), written
 
 
 def _partitions(files: list[tuple[Where, str]]) -> tuple[list[dict[str, str]], dict[str, bool]]:
@@ -91,7 +129,7 @@ class ParquetSource(PlannedSource):
         self.pads, self.shapes = check_pad_reshape(pad, reshape)
         if type(readers) is not int or readers < 1:
             raise ValueError(f"readers: expected an int >= 1, got {readers!r}")
-        self.files = find_files(paths, filesystem, storage_options)
+        self.files, self.written = find_files(paths, filesystem, storage_options)
         self.parts, self.ints = _partitions(self.files)
         made: dict[Any, Any] = {}  # (one pyarrow filesystem for the files of a bucket)
         self.arrow = [arrow_filesystem(where, made) for where, _ in self.files]
@@ -107,6 +145,7 @@ class ParquetSource(PlannedSource):
         schema = self.metas[0].schema.to_arrow_schema()
         for i, meta in enumerate(self.metas):
             self.units += [(i, g) for g in range(meta.num_row_groups)]
+        self._spec_of(schema, pad, reshape)
         file_columns = list(schema.names)
         known = file_columns + sorted(self.ints)
         self.columns = list(columns) if columns is not None else known
@@ -117,9 +156,41 @@ class ParquetSource(PlannedSource):
         if odd:
             raise ValueError(f"pad and reshape: expected columns that are read, got {odd}")
         self.read_columns = [c for c in self.columns if c in file_columns]
+        self.spec: Any = None
+        if self.dataset is not None:
+            kept = [c for c in self.dataset if c.name in self.columns]
+            self.spec = read_spec(kept, self.pads)
         self.plan = Plan(len(self.units), shard=shard, seed=seed, num_epochs=num_epochs)
         self.readers = readers
         self.position: dict[str, Any] = {"epoch": 0, "index": 0}
+
+    def _spec_of(self, schema: Any, pad: Any, reshape: Any) -> None:
+        """The columns of the spec a written dataset's files hold (``self.dataset``; ``None`` for
+        other files), and its ragged columns' padding (``pad=``'s, else the longest row written)."""
+        text = (schema.metadata or {}).get(SPEC_KEY)
+        self.dataset = None
+        if text is None:
+            return
+        first = self.files[0][1]
+        if self.written is None:
+            raise ValueError(
+                f"{first}: expected the folder of a committed dataset (with its {MANIFEST}), got a file "
+                "treekit.data.write_parquet wrote, of a write that did not finish or read apart from its folder\n"
+                "read the dataset's folder"
+            )
+        for (_, rel), meta in zip(self.files, self.metas):
+            other = (meta.schema.to_arrow_schema().metadata or {}).get(SPEC_KEY)
+            if other != text:
+                raise ValueError(f"{rel}: expected the spec of {first}, got another")
+        self.dataset = columns_from_text(text, first)
+        if reshape:
+            raise ValueError("reshape: expected none for a written dataset (its spec gives every shape)")
+        for c in self.dataset:
+            if c.ragged and c.name not in self.pads:
+                self.pads[c.name] = self.written.longest.get(c.name, 0)
+        odd = sorted(set(self.pads) - {c.name for c in self.dataset if c.ragged})
+        if odd:
+            raise ValueError(f"pad: expected the written dataset's ragged columns, got {odd}")
 
     def _footer(self, file: int) -> Any:
         """File ``file``'s Parquet metadata."""
@@ -154,10 +225,12 @@ class ParquetSource(PlannedSource):
             with fs.open_input_file(path) as f:
                 handle = _pyarrow_parquet().ParquetFile(f, metadata=self.metas[file], pre_buffer=remote)
                 table = handle.read_row_group(group, columns=self.read_columns, use_threads=False)
-        arrays = columns_to_numpy(table, self.read_columns, self.pads, self.shapes, where)
+        arrays: Any = columns_to_numpy(table, self.read_columns, self.pads, self.shapes, where)
         for key, value in self.parts[file].items():
             if key in self.columns:
                 arrays[key] = np.full(table.num_rows, int(value) if self.ints[key] else value)
+        if self.dataset is not None:
+            arrays = _as_spec(arrays, [c for c in self.dataset if c.name in self.columns])
         return check_rows(self.shuffled(arrays, position, unit, table.num_rows), where, dict(position))
 
     def chunks(self) -> Iterator[Chunk]:
@@ -184,6 +257,20 @@ class ParquetSource(PlannedSource):
             finally:
                 for future in ahead:
                     future.cancel()
+
+
+def _as_spec(arrays: dict[str, Any], columns: list[Column]) -> dict[str, Any]:
+    """A written dataset's columns as the tree its spec is, in its dtypes (bfloat16 from its bits)."""
+    tree: dict[str, Any] = {}
+    for c in columns:
+        node = tree
+        for key in c.path[:-1]:
+            node = node.setdefault(key, {})
+        value = arrays[c.name]
+        node[c.path[-1]] = value.view(c.numpy_dtype()) if c.storage != c.dtype else value
+        if c.ragged:
+            node[f"{c.path[-1]}_len"] = arrays[f"{c.name}_len"]
+    return tree
 
 
 def parquet(
