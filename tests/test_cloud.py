@@ -140,6 +140,25 @@ def test_parquet_reads_a_remote_folder_as_a_local_one(store: str, tmp_path: Path
         data.parquet(f"{store}/nothing")
 
 
+def test_write_parquet_commits_a_remote_dataset_and_an_overwrite_never_mixes(store: str) -> None:
+    pytest.importorskip("pyarrow")
+    from treekit import ShapeDtype, data
+
+    spec = {"x": ShapeDtype(("batch", 2), "float32"), "t": ShapeDtype(("batch", None), "int64")}
+    url = f"{store}/ds"
+    rows = [{"x": np.full(2, i, np.float32), "t": np.arange(i % 4)} for i in range(30)]
+    assert data.write_parquet(url, rows, spec=spec, row_group_size=7) == 30
+    chunks = list(data.parquet(url))
+    assert [int(v) for c in chunks for v in c["x"][:, 0]] == list(range(30)) and chunks[0]["t"].shape[1] == 3
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        data.write_parquet(url, rows, spec=spec)
+    data.write_parquet(url, rows[:3], spec=spec, overwrite=True)
+    assert [int(v) for c in data.parquet(url) for v in c["x"][:, 0]] == [0, 1, 2]
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.invalidate_cache()
+    assert len([p for p in fs.ls(path, detail=False) if p.endswith(".parquet")]) == 1
+
+
 def test_the_manager_commits_remote_steps_by_step_json(store: str) -> None:
     url = f"{store}/run"
     with CheckpointManager(url, keep=2, best="loss") as manager:

@@ -194,3 +194,21 @@ def test_to_mesh_warns_once_naming_the_leaves_jax_narrows_without_x64() -> None:
     assert len(narrowed) == 1 and len(placed) == 3  # once, at the first batch
     assert "batch['x'] int64 -> int32" in narrowed[0] and "batch['y']['z'] float64 -> float32" in narrowed[0]
     assert "['f']" not in narrowed[0]
+
+
+def test_two_processes_write_one_dataset_committed_once_and_nothing_when_one_fails(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    outs = _two_processes(tmp_path, "write")
+    want = list(range(10)) + list(range(100, 107))
+    for out in outs:
+        assert "wrote 17" in out and "longest 5" in out, out
+        (read,) = [line for line in out if line.startswith("read")]
+        assert sorted(int(v) for v in read.split()[1:]) == want
+    names = os.listdir(tmp_path / "ds")
+    assert "_treekit_dataset.json" in names and len([n for n in names if n.startswith("part-00001-")]) == 1
+    outs = _two_processes(tmp_path / "bad", "write-bad")
+    for k, out in enumerate(outs):
+        (error,) = [line for line in out if line.startswith("error")]
+        assert "process 1's source broke" in error, error
+        assert k == 1 or "process 1 failed, so nothing was committed" in error, error
+    assert not [n for n in os.listdir(tmp_path / "bad" / "ds") if not n.startswith(".")], "nothing committed, no parts"
