@@ -1,5 +1,6 @@
 # Lives here: sources (_parquet.py, _hf.py, _iterable.py over _chunks.py, _plan.py and _arrow.py),
-# _write.py (write_parquet) with _dataset.py (a written dataset's spec and manifest),
+# _write.py (write_parquet) with _dataset.py (a written dataset's spec and manifest), _spark.py
+# (from_spark: Spark writes a Parquet cache, read as a folder),
 # _batches.py (fixed-size, spec-checked, resumable) with _casts.py, _mesh.py (onto devices, ahead).
 # May import: core, ops, sharding, checks; pyarrow, datasets and jax only inside the functions
 # that need them. Start at _batches.py, then _parquet.py.
@@ -33,6 +34,10 @@ from treekit.data._iterable import from_iterable as from_iterable
 from treekit.data._mesh import OnMesh as OnMesh
 from treekit.data._mesh import to_mesh as to_mesh
 from treekit.data._parquet import parquet as parquet
+from treekit.data._spark import from_spark as from_spark
 from treekit.data._write import write_parquet as write_parquet
 
-__all__ = ["Batches", "OnMesh", "Source", "batches", "from_hf", "from_iterable", "parquet", "to_mesh", "write_parquet"]
+__all__ = [
+    "Batches", "OnMesh", "Source", "batches", "from_hf", "from_iterable", "from_spark", "parquet", "to_mesh",
+    "write_parquet",
+]
