@@ -169,16 +169,17 @@ def columns_from_text(text: bytes, where: str) -> list[Column]:
 @dataclass(frozen=True)
 class Written:
     """A committed dataset's manifest: its files (names in its folder) and their rows, and each
-    ragged column's longest row."""
+    ragged column's longest row, and the named dims' sizes."""
 
     files: list[tuple[str, int]]
     longest: dict[str, int]
+    sizes: dict[str, int]
 
 
-def manifest_text(files: list[tuple[str, int]], longest: dict[str, int], spec: str) -> bytes:
+def manifest_text(files: list[tuple[str, int]], longest: dict[str, int], sizes: dict[str, int], spec: str) -> bytes:
     body = {
         "format": FORMAT, "version": 1, "rows": sum(n for _, n in files),
-        "files": [{"name": name, "rows": rows} for name, rows in files], "longest": longest,
+        "files": [{"name": name, "rows": rows} for name, rows in files], "longest": longest, "sizes": sizes,
         "spec": json.loads(spec),
     }
     return (json.dumps(body, indent=1, sort_keys=True) + "\n").encode()
@@ -187,7 +188,7 @@ def manifest_text(files: list[tuple[str, int]], longest: dict[str, int], spec: s
 def read_manifest(raw: bytes, where: str) -> Written:
     """The manifest ``raw`` (the bytes of ``where``), checked as a hostile file's would be.
 
-    >>> read_manifest(manifest_text([('part-0.parquet', 3)], {}, '{}'), 'm').files
+    >>> read_manifest(manifest_text([('part-0.parquet', 3)], {}, {}, '{}'), 'm').files
     [('part-0.parquet', 3)]
 
     Raises:
@@ -203,15 +204,22 @@ def read_manifest(raw: bytes, where: str) -> Written:
             assert not name.startswith((".", "_")) and type(rows) is int and rows >= 0
             files.append((name, rows))
         assert len({n for n, _ in files}) == len(files)
-        longest = body["longest"]
-        assert isinstance(longest, dict)
-        assert all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in longest.items())
+        longest, sizes = body["longest"], body["sizes"]
+        for counts in (longest, sizes):
+            assert isinstance(counts, dict)
+            assert all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in counts.items())
     except Exception as exc:
         raise ValueError(
             f"{where}: expected treekit's dataset manifest (JSON of format {FORMAT!r}, version 1, listing "
             f"plain file names), got {printable(raw[:120])!s} ({type(exc).__name__}: {printable(exc, 160)})"
         ) from None
-    return Written(files, dict(longest))
+    return Written(files, dict(longest), dict(sizes))
+
+
+def dims_of(column: Column, sizes: dict[str, int]) -> tuple[int, ...]:
+    """A column's dims after the rows (after its ragged dim, for a ragged one), names resolved."""
+    dims = column.shape[2:] if column.ragged else column.shape[1:]
+    return tuple(sizes.get(d, 1) if isinstance(d, str) else d for d in dims)
 
 
 def read_spec(columns: list[Column], pads: dict[str, int]) -> Any:

@@ -18,6 +18,7 @@ from treekit.data._dataset import (
     Column,
     Written,
     columns_from_text,
+    dims_of,
     read_manifest,
     read_spec,
 )
@@ -188,6 +189,8 @@ class ParquetSource(PlannedSource):
         for c in self.dataset:
             if c.ragged and c.name not in self.pads:
                 self.pads[c.name] = self.written.longest.get(c.name, 0)
+            elif not c.ragged and len(c.shape) > 1:  # (stored as one flat fixed-size list a row)
+                self.shapes[c.name] = dims_of(c, self.written.sizes)
         odd = sorted(set(self.pads) - {c.name for c in self.dataset if c.ragged})
         if odd:
             raise ValueError(f"pad: expected the written dataset's ragged columns, got {odd}")
@@ -230,7 +233,8 @@ class ParquetSource(PlannedSource):
             if key in self.columns:
                 arrays[key] = np.full(table.num_rows, int(value) if self.ints[key] else value)
         if self.dataset is not None:
-            arrays = _as_spec(arrays, [c for c in self.dataset if c.name in self.columns])
+            assert self.written is not None
+            arrays = _as_spec(arrays, [c for c in self.dataset if c.name in self.columns], self.written.sizes)
         return check_rows(self.shuffled(arrays, position, unit, table.num_rows), where, dict(position))
 
     def chunks(self) -> Iterator[Chunk]:
@@ -259,14 +263,17 @@ class ParquetSource(PlannedSource):
                     future.cancel()
 
 
-def _as_spec(arrays: dict[str, Any], columns: list[Column]) -> dict[str, Any]:
-    """A written dataset's columns as the tree its spec is, in its dtypes (bfloat16 from its bits)."""
+def _as_spec(arrays: dict[str, Any], columns: list[Column], sizes: dict[str, int]) -> dict[str, Any]:
+    """A written dataset's columns as the tree its spec is, in its dtypes (bfloat16 from its bits),
+    a ragged leaf's elements in their dims."""
     tree: dict[str, Any] = {}
     for c in columns:
         node = tree
         for key in c.path[:-1]:
             node = node.setdefault(key, {})
         value = arrays[c.name]
+        if c.ragged:
+            value = value.reshape(*value.shape[:2], *dims_of(c, sizes))
         node[c.path[-1]] = value.view(c.numpy_dtype()) if c.storage != c.dtype else value
         if c.ragged:
             node[f"{c.path[-1]}_len"] = arrays[f"{c.name}_len"]
