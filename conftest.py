@@ -31,7 +31,7 @@ def _needs_jax(item: pytest.Item) -> bool:
 SLOW = (
     "tests/test_native_memory.py", "tests/test_gc_pressure.py", "tests/test_fuzz.py::test_garbage_in",
     "tests/test_mesh_checkpoints.py", "tests/test_data_sources.py::test_a_folder_that_spark_wrote",
-    "tests/test_data_spark.py",
+    "tests/test_data_spark.py", "treekit/data/_spark.py", "docs/data.md",
     "tests/test_chexify.py", "tests/test_docs.py", "tests/test_linear.py", "tests/test_benchmarks.py",
     "tests/test_demo.py", "tests/test_checkpoint_manager.py::test_a_save_killed", "tests/test_hostile_files.py",
     "tests/test_cloud.py::test_a_saving_process_killed", "tests/test_data_mesh.py::test_two_processes",

@@ -7,6 +7,7 @@ import functools
 import importlib.util
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -101,6 +102,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.skip(reason=f"the example imports {', '.join(missing)}, not installed"))
             elif "datasets" in names and datasets_broken():
                 item.add_marker(pytest.mark.skip(reason=datasets_broken()))
+            elif "pyspark" in names and shutil.which("java") is None:
+                item.add_marker(pytest.mark.skip(reason="the example runs pyspark, which needs Java"))
 
 
 @functools.cache

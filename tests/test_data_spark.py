@@ -76,5 +76,5 @@ def test_columns_a_batch_cannot_hold_are_refused_before_spark_writes(spark: Any,
     with pytest.raises(ValueError, match=r"(?s)df\['raw'\]: .*pass reshape=\{'raw': shape\}"):
         data.from_spark(df.drop("name"), cache=str(tmp_path))
     assert not list(tmp_path.iterdir())
-    with pytest.raises(TypeError, match="df: expected a pyspark.sql.DataFrame, got list"):
+    with pytest.raises(TypeError, match=r"df: expected a pyspark\.sql\.DataFrame, got list"):
         data.from_spark([1, 2], cache=str(tmp_path))

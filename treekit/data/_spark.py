@@ -87,6 +87,18 @@ def from_spark(
     """A source of a Spark DataFrame's rows: Spark writes them as Parquet into ``cache`` once,
     in the cluster, then they are read as :func:`treekit.data.parquet` reads a folder.
 
+    >>> import tempfile
+    >>> from pyspark.sql import SparkSession
+    >>> from treekit.data import batches
+    >>> spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()
+    >>> df = spark.createDataFrame([(i, [i] * (i % 3)) for i in range(10)], 'id long, tokens array<int>')
+    >>> source = from_spark(df, cache=tempfile.mkdtemp(), pad={'tokens': 2})
+    >>> source.spec['tokens']
+    ShapeDtype(shape=('batch', 2), dtype='int32')
+    >>> sorted(int(i) for batch in batches(source, 5) for i in batch['id'])
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    >>> spark.stop()
+
     The write runs where Spark runs (its executors write the part files; nothing goes through
     this process), into ``cache/df-<key>/``, keyed by the DataFrame's plan (``semanticHash``)
     and schema: the same DataFrame again, in this run or another, reads what was written. The
