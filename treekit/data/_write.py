@@ -88,6 +88,18 @@ class _Columns:
                 raise ValueError(f"{where}: expected values that fit {column.dtype}, got {array[bad].tolist()!r:.80}")
         raise ValueError(f"{where}: expected values of {column.dtype}, got {describe_leaf(array)}")
 
+    def _ragged_rows(self, i: int, values: list[Any], label: str, first: int) -> None:
+        """Check (and cast, in place) the rows of ragged column ``i``: each row's dims after its
+        first are the spec's; a row whose shape or dtype is not the common one is looked at alone."""
+        column, target = self.columns[i], self.dtypes[i]
+        tail = tuple(self.sizes.get(d, -1) if isinstance(d, str) else d for d in column.shape[2:])
+        for k, v in enumerate(values):
+            if v.dtype != target or v.ndim != len(column.shape) - 1 or v.shape[1:] != tail:
+                where = f"{label} (row {first + k})"
+                self._dims(column, v.shape, 1, where)
+                tail = tuple(self.sizes.get(d, -1) if isinstance(d, str) else d for d in column.shape[2:])
+                values[k] = self._cast(i, v, where, None)
+
     def add_examples(self, examples: list[Any], treedef: Any, paths: list[Any]) -> None:
         """Take ``examples`` (trees of the spec's structure, one row each)."""
         import numpy as np
@@ -98,9 +110,7 @@ class _Columns:
             values = [np.asarray(row[i]) for row in rows]
             label = f"example{keystr(paths[i])}"
             if column.ragged:
-                for k, v in enumerate(values):
-                    self._dims(column, v.shape, 1, f"{label} (row {first + k})")
-                    values[k] = self._cast(i, v, f"{label} (row {first + k})", None)
+                self._ragged_rows(i, values, label, first)
                 self.parts[i].append(values)
                 continue
             shape = values[0].shape if values else ()
@@ -127,10 +137,7 @@ class _Columns:
             label = f"chunk{keystr(paths[i])} (rows from {first})"
             if column.ragged and isinstance(leaf, (list, tuple)):
                 values = [np.asarray(v) for v in leaf]
-                for k, v in enumerate(values):
-                    where = f"chunk{keystr(paths[i])} (row {first + k})"
-                    self._dims(column, v.shape, 1, where)
-                    values[k] = self._cast(i, v, where, None)
+                self._ragged_rows(i, values, f"chunk{keystr(paths[i])}", first)
                 taken.append(values)
                 n = len(values)
             elif column.ragged:
