@@ -25,13 +25,13 @@ from treekit.data._dataset import (
 from treekit.data._plan import Plan, PlannedSource
 from treekit.files import Where, arrow_filesystem, find, locate, matches, read_bytes
 
-__all__ = ["ParquetSource", "find_files", "parquet"]
+__all__ = ["ParquetSource", "find_files", "parquet", "pyarrow_parquet"]
 
 _NEEDS = "treekit.data.parquet needs pyarrow: pip install 'jax-treekit[parquet]'"
 _SHARED = ("S3FileSystem", "GcsFileSystem")  # pyarrow's own clients, whose files read at offsets from any thread
 
 
-def _pyarrow_parquet() -> Any:
+def pyarrow_parquet() -> Any:
     try:
         import pyarrow.parquet as pq
     except ImportError as exc:
@@ -126,7 +126,7 @@ class ParquetSource(PlannedSource):
         self, paths: Any, *, columns: Sequence[str] | None, shard: Any, seed: int | None, num_epochs: int | None,
         pad: Any, reshape: Any, readers: int, filesystem: Any = None, storage_options: Any = None,
     ) -> None:
-        _pyarrow_parquet()  # (its ImportError first)
+        pyarrow_parquet()  # (its ImportError first)
         self.pads, self.shapes = check_pad_reshape(pad, reshape)
         if type(readers) is not int or readers < 1:
             raise ValueError(f"readers: expected an int >= 1, got {readers!r}")
@@ -208,7 +208,7 @@ class ParquetSource(PlannedSource):
                 self.fragments[file] = fragment
                 return fragment.metadata
             with fs.open_input_file(path) as f:
-                return _pyarrow_parquet().read_metadata(f)
+                return pyarrow_parquet().read_metadata(f)
         except Exception as exc:
             rel = self.files[file][1]
             raise ValueError(f"{rel}: expected a Parquet file, got one pyarrow cannot read ({exc})") from exc
@@ -226,7 +226,7 @@ class ParquetSource(PlannedSource):
             fs, path = self.arrow[file]
             remote = not self.files[file][0].local  # (then the row group's columns in one request)
             with fs.open_input_file(path) as f:
-                handle = _pyarrow_parquet().ParquetFile(f, metadata=self.metas[file], pre_buffer=remote)
+                handle = pyarrow_parquet().ParquetFile(f, metadata=self.metas[file], pre_buffer=remote)
                 table = handle.read_row_group(group, columns=self.read_columns, use_threads=False)
         arrays: Any = columns_to_numpy(table, self.read_columns, self.pads, self.shapes, where)
         for key, value in self.parts[file].items():

@@ -133,9 +133,9 @@ def from_spark(
         ImportError: Without pyarrow.
         ValueError: For a column of a type a batch cannot hold (before Spark writes anything).
     """
-    from treekit.data._parquet import ParquetSource, _pyarrow_parquet
+    from treekit.data._parquet import ParquetSource, pyarrow_parquet
 
-    _pyarrow_parquet()
+    pyarrow_parquet()
     if not all(hasattr(df, name) for name in ("semanticHash", "schema", "write")):
         raise TypeError(f"df: expected a pyspark.sql.DataFrame, got {type(df).__name__}")
     spec = spark_spec(df.schema, dict(reshape or {}), dict(pad or {}))
