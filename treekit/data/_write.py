@@ -56,7 +56,7 @@ def _existing(where: Where, overwrite: bool) -> list[str]:
         if not (name.endswith(".parquet") or name.startswith(("_", "."))):
             raise FileExistsError(
                 f"folder: expected a folder of Parquet data to replace, got {str(where)!r} holding "
-                f"{printable(file.path[len(where.path):].lstrip('/'))!r}\nremove the folder by hand to write there"
+                f"'{printable(file.path[len(where.path):].lstrip('/'))}'\nremove the folder by hand to write there"
             )
     return names
 
