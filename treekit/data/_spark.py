@@ -160,6 +160,7 @@ def from_spark(
                 failed = f"{type(exc).__name__}: {exc}".encode()[:2000]
     if group is not None:
         failed = group.exchange("written", failed)[0]
+        group.barrier("read")  # (every process has read the keys close deletes)
         group.close()
         if failed:
             said = failed.decode(errors="replace")

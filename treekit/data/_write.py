@@ -315,9 +315,10 @@ def _write_together(group: Any, where: Where, overwrite: bool, columns: list[Col
             done = f"{type(exc).__name__}: {exc}".encode()
             error = exc
     done = group.exchange("committed", done)[0]
+    group.barrier("read")  # (every process has read the keys close deletes)
+    group.close()
     if error is not None:
         raise error
     if done != b"ok":
         raise OSError(f"write_parquet: process 0 could not commit: {done.decode(errors='replace')}")
-    group.close()
     return sum(n for _, n in files)
