@@ -240,3 +240,99 @@ def test_pyarrow_and_spark_style_readers_see_plain_columns(tmp_path: Path) -> No
     assert table.column("image").to_pylist()[1] == [1] * 6  # (fixed dims: one flat list a row)
     assert table.column("tokens").to_pylist()[3] == [0, 1, 2]
     assert json.loads(table.schema.metadata[b"treekit.spec"])["columns"][0]["shape"] == ["batch", 2, 3]
+
+
+def test_parts_outside_a_manifest_are_refused_even_beside_plain_parquet(tmp_path: Path) -> None:
+    spec = {"x": ShapeDtype(("batch",), "int64")}
+    data.write_parquet(tmp_path / "ds", [{"x": 100}], spec=spec)
+    (part,) = (tmp_path / "ds").glob("part-*.parquet")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    pq.write_table(pa.table({"x": np.arange(3)}), plain / "a.parquet")
+    os.replace(part, plain / part.name)  # (as an overwrite killed before its commit leaves it)
+    with pytest.raises(ValueError, match=r"expected the folder of a committed dataset"):
+        data.parquet(plain)
+
+
+def test_an_overwrite_keeps_another_writes_uncommitted_parts_and_refuses_hidden_files(tmp_path: Path) -> None:
+    spec = {"x": ShapeDtype(("batch",), "int64")}
+    data.write_parquet(tmp_path / "other", [{"x": 7}], spec=spec)
+    (foreign,) = (tmp_path / "other").glob("part-*.parquet")
+    folder = tmp_path / "ds"
+    data.write_parquet(folder, [{"x": i} for i in range(4)], spec=spec, row_group_size=2)
+    (folder / foreign.name).write_bytes(foreign.read_bytes())  # (a write beside this one, not yet committed)
+    data.write_parquet(folder, [{"x": 9}], spec=spec, overwrite=True)
+    assert (folder / foreign.name).exists() and [int(v) for c in data.parquet(folder) for v in c["x"]] == [9]
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / ".env").write_text("SECRET=1")
+    (notes / "_draft.md").write_text("keep")
+    with pytest.raises(FileExistsError, match=r"expected a folder of Parquet data to replace"):
+        data.write_parquet(notes, [{"x": 1}], spec=spec, overwrite=True)
+    assert (notes / ".env").exists() and (notes / "_draft.md").exists()
+
+
+def test_two_writers_into_one_new_folder_commit_one_and_refuse_the_other(tmp_path: Path) -> None:
+    import threading
+
+    spec = {"x": ShapeDtype(("batch",), "int64")}
+    folder = tmp_path / "ds"
+    go, started, errors = threading.Event(), threading.Event(), []
+
+    def late() -> Any:
+        started.set()
+        go.wait(30)
+        yield {"x": 1}
+
+    def first() -> None:
+        try:
+            data.write_parquet(folder, late(), spec=spec)
+        except FileExistsError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    started.wait(30)
+    assert data.write_parquet(folder, [{"x": 2}, {"x": 3}], spec=spec) == 2
+    go.set()
+    thread.join(30)
+    assert len(errors) == 1 and "got one committed first" in str(errors[0])
+    assert [int(v) for c in data.parquet(folder) for v in c["x"]] == [2, 3]
+
+
+def test_a_crafted_manifest_or_spec_is_refused_before_a_row_is_read(tmp_path: Path) -> None:
+    spec = {"x": ShapeDtype(("batch",), "int64"), "t": ShapeDtype(("batch", None), "int32")}
+    data.write_parquet(tmp_path / "ds", [{"x": i, "t": np.arange(i)} for i in range(4)], spec=spec)
+    manifest = tmp_path / "ds" / "_treekit_dataset.json"
+    body = json.loads(manifest.read_text())
+    for longest, match in ((10**12, r"expected the longest row of 't' among the values"), (1, r"at most 1")):
+        manifest.write_text(json.dumps({**body, "longest": {"t": longest}}))
+        with pytest.raises(ValueError, match=match):
+            list(data.parquet(tmp_path / "ds"))
+    manifest.write_text(json.dumps(body))
+    (part,) = (tmp_path / "ds").glob("part-*.parquet")
+    table = pq.read_table(part)
+    lying = table.schema.metadata[b"treekit.spec"].replace(b'"dtype": "int64"', b'"dtype": "bfloat16"')
+    pq.write_table(table.replace_schema_metadata({b"treekit.spec": lying}), part)
+    with pytest.raises(ValueError, match=r"column 'x': expected the type a write gives bfloat16"):
+        data.parquet(tmp_path / "ds")
+
+
+def test_columns_of_a_written_dataset_are_read_apart(tmp_path: Path) -> None:
+    spec = {"x": ShapeDtype(("b", 2, 2), "f32"), "t": ShapeDtype(("b", None), "i32"), "y": ShapeDtype(("b",), "u8")}
+    rows = [{"x": np.full((2, 2), i, np.float32), "t": np.arange(i), "y": i} for i in range(3)]
+    data.write_parquet(tmp_path / "ds", rows, spec=spec)
+    (chunk,) = data.parquet(tmp_path / "ds", columns=["y"])
+    assert list(chunk) == ["y"] and chunk["y"].tolist() == [0, 1, 2]
+    source = data.parquet(tmp_path / "ds", columns=["t"])
+    assert sorted(source.spec) == ["t", "t_len"] and next(iter(source))["t"].shape == (3, 2)
+
+
+def test_rows_are_named_and_inexact_casts_refused(tmp_path: Path) -> None:
+    spec = {"x": ShapeDtype(("b",), "float64"), "y": ShapeDtype(("b",), "int64")}
+    with pytest.raises(ValueError, match=r"example\['x'\] \(row 1\): expected values that fit float64"):
+        data.write_parquet(tmp_path / "a", [{"x": 1, "y": 1}, {"x": 2**53 + 1, "y": 1}], spec=spec)
+    with pytest.raises(ValueError, match=r"example \(row 1\): .*missing 'y'"):
+        data.write_parquet(tmp_path / "b", [{"x": 1.0, "y": 1}, {"x": 2.0}], spec=spec)
+    with pytest.raises(TypeError, match=r"expected a dict of ShapeDtype .*got one ShapeDtype"):
+        data.write_parquet(tmp_path / "c", [1], spec=ShapeDtype(("b",), "i64"))

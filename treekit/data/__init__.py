@@ -3,7 +3,8 @@
 # dataset's spec and manifest), _spark.py (from_spark: Spark writes a Parquet cache, read as a
 # folder), _batches.py (fixed-size, spec-checked, resumable) with _casts.py, _mesh.py (onto
 # devices, ahead). May import: core, ops, sharding, checks, files, checkpoint (its Group: processes
-# agreeing); pyarrow, datasets, pyspark and jax only inside the functions that need them. Start at _batches.py, then _parquet.py.
+# agreeing); pyarrow, datasets, pyspark and jax only inside the functions that need them.
+# Start at _batches.py, then _parquet.py.
 """Pytree batches for JAX from Parquet, Hugging Face datasets and any iterable: fixed size,
 spec-checked, sharded, prefetched onto a mesh, resumable.
 

@@ -178,7 +178,8 @@ def _padded(
 
 
 def columns_to_numpy(
-    table: Any, names: Sequence[str], pads: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]], where: str
+    table: Any, names: Sequence[str], pads: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]], where: str,
+    exact: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """The columns ``names`` of the Arrow ``table`` as numpy arrays of its rows.
 
@@ -188,11 +189,15 @@ def columns_to_numpy(
     >>> out['x'].dtype, out['tokens'].tolist(), out['tokens_len'].tolist()
     (dtype('uint8'), [[5, 6], [8, 0]], [2, 1])
 
+    ``exact``: columns whose ``pad`` is the longest row there is (a written dataset's): a longer
+    row is an error, not cut.
+
     Raises:
-        ValueError: For a null, a ragged list column without ``pad`` or ``reshape``, or rows
-            whose values do not fill ``reshape``'s shape; the message names the column, ``where``
-            and the rows.
+        ValueError: For a null, a ragged list column without ``pad`` or ``reshape``, rows
+            whose values do not fill ``reshape``'s shape, or a row longer than an ``exact``
+            column's pad; the message names the column, ``where`` and the rows.
     """
+    import numpy as np
     import pyarrow as pa
 
     out = {}
@@ -210,6 +215,12 @@ def columns_to_numpy(
         if name in pads:
             if not levels:
                 raise ValueError(f"pad[{name!r}] ({where}): expected a column of lists, got {array.type}")
+            if name in exact and levels[0].size and levels[0].max() > pads[name]:
+                odd = np.flatnonzero(levels[0] > pads[name])
+                raise ValueError(
+                    f"column {name!r} ({where}): expected rows of at most {pads[name]} (the longest its dataset's "
+                    f"manifest records), got rows {_rows_text(odd, levels[0][odd])}"
+                )
             sizes = _list_sizes(array.type)
             out[name], out[f"{name}_len"] = _padded(values, levels, sizes, pads[name], name, where, rows)
         elif name in shapes:

@@ -52,8 +52,9 @@ def fits(leaf: Any, target: Any) -> Any:
             ok &= (values >= info.min) & (values <= info.max)
     elif kind == "f":  # a float to a narrower float: finite values in its range (NaN and inf stay)
         ok = ~np.isfinite(values) | (np.abs(values) <= np.finfo(target).max)
-    else:  # an int to a float: exactly, below 2 ** (mantissa bits + 1)
-        ok = np.abs(values.astype(np.float64)) <= 2.0 ** (np.finfo(target).nmant + 1)
+    else:  # an int to a float: exactly, below 2 ** (mantissa bits + 1), compared as ints
+        limit = 2 ** (np.finfo(target).nmant + 1)  # (2**53 + 1 as a float64 is 2**53: not compared so)
+        ok = (values <= limit) & (values >= -limit) if limit < 2**63 else np.ones(values.shape, bool)
     return np.asarray(ok).all(axis=1)
 
 

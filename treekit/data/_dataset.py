@@ -76,8 +76,8 @@ def _storage(dtype: Any, label: str) -> str:
 
 
 def columns_of(spec: Any, label: str = "spec") -> list[Column]:
-    """The columns of ``spec``: a :class:`~treekit.ShapeDtype` or a dict of them (nested dicts
-    of str keys), each shape's first dim the rows (a name or ``None``), the others ints >= 1,
+    """The columns of ``spec``: a dict of :class:`~treekit.ShapeDtype` (nested dicts of str
+    keys), each shape's first dim the rows (a name or ``None``), the others ints >= 1,
     names, or one ``None`` (a ragged dim) right after the rows.
 
     >>> [c.name for c in columns_of({'x': ShapeDtype(('batch', 3), 'f32'), 'y': {'z': ShapeDtype(('batch',), 'i8')}})]
@@ -86,8 +86,11 @@ def columns_of(spec: Any, label: str = "spec") -> list[Column]:
     Raises:
         ValueError: Naming the leaf: a dim or dtype Parquet cannot hold so, a key that is no
             str or holds ``.``, or two columns of one name (a ragged leaf's ``<name>_len`` too).
-        TypeError: If a leaf is no ShapeDtype, or a node no dict.
+        TypeError: If a leaf is no ShapeDtype, or a node no dict (a bare ShapeDtype too).
     """
+    if type(spec) is ShapeDtype:
+        raise TypeError(f"{label}: expected a dict of ShapeDtype (its keys name the columns), got one ShapeDtype\n"
+                        f"write {{'x': {spec!r}}}")
     leaves, _, paths = flatten(spec, with_path=True)
     assert paths is not None
     if not leaves:
@@ -220,6 +223,40 @@ def dims_of(column: Column, sizes: dict[str, int]) -> tuple[int, ...]:
     """A column's dims after the rows (after its ragged dim, for a ragged one), names resolved."""
     dims = column.shape[2:] if column.ragged else column.shape[1:]
     return tuple(sizes.get(d, 1) if isinstance(d, str) else d for d in dims)
+
+
+def check_written_type(kind: Any, column: Column, dims: tuple[int, ...], where: str) -> None:
+    """Check that Arrow type ``kind`` is the one a write gives ``column`` (its dims after the rows,
+    or after its ragged dim, ``dims``, names resolved): a list for the ragged dim, one fixed-size
+    list of their product, of the stored dtype.
+
+    Raises:
+        ValueError: Naming ``where``, what the spec says and the type found.
+    """
+    import math
+
+    import numpy as np
+    import pyarrow as pa
+
+    want: list[int | None] = []
+    if column.ragged:
+        want.append(None)
+    if math.prod(dims) != 1:  # (a write stores a block of one value as the value)
+        want.append(math.prod(dims))
+    got: list[int | None] = []
+    value = kind
+    while pa.types.is_list(value) or pa.types.is_large_list(value) or pa.types.is_fixed_size_list(value):
+        got.append(value.list_size if pa.types.is_fixed_size_list(value) else None)
+        value = value.value_type
+    if got != want or math.prod(dims) == 0:
+        ok = False
+    else:
+        try:
+            ok = value.to_pandas_dtype() == np.dtype(column.storage)
+        except (NotImplementedError, TypeError):
+            ok = False
+    if not ok:
+        raise ValueError(f"{where}: expected the type a write gives {column.dtype}{list(column.shape)}, got {kind}")
 
 
 def read_spec(columns: list[Column], pads: dict[str, int]) -> Any:

@@ -4,11 +4,13 @@ shard reads, read ahead in threads."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from treekit.core import printable
 from treekit.data._arrow import check_pad_reshape, columns_to_numpy
 from treekit.data._chunks import Chunk, Source, check_rows
 from treekit.data._dataset import (
@@ -17,6 +19,7 @@ from treekit.data._dataset import (
     SPEC_KEY,
     Column,
     Written,
+    check_written_type,
     columns_from_text,
     dims_of,
     read_manifest,
@@ -93,7 +96,8 @@ def find_files(
                 there = {rel: (file, rel) for file, rel in listed}
                 missing = [name for name, _ in dataset.files if name not in there]
                 if missing:
-                    raise FileNotFoundError(f"{match.join(MANIFEST)}: lists {missing[0]!r}, which is missing")
+                    gone = printable(missing[0])
+                    raise FileNotFoundError(f"{match.join(MANIFEST)}: lists '{gone}', which is missing")
                 listed, written = [there[name] for name, _ in dataset.files], dataset
             found += listed
     if not found:
@@ -146,54 +150,83 @@ class ParquetSource(PlannedSource):
         schema = self.metas[0].schema.to_arrow_schema()
         for i, meta in enumerate(self.metas):
             self.units += [(i, g) for g in range(meta.num_row_groups)]
-        self._spec_of(schema, pad, reshape)
+        self._spec_of(reshape)
         file_columns = list(schema.names)
         known = file_columns + sorted(self.ints)
         self.columns = list(columns) if columns is not None else known
         unknown = [c for c in self.columns if c not in known]
         if unknown:
             raise ValueError(f"columns: expected names among {known}, got {unknown}")
+        self.spec: Any = None
+        if self.dataset is not None:
+            self.dataset = [c for c in self.dataset if c.name in self.columns]
+            self._written_columns(schema)
+            self.spec = read_spec(self.dataset, self.pads)
         odd = sorted((set(self.pads) | set(self.shapes)) - set(self.columns))
         if odd:
             raise ValueError(f"pad and reshape: expected columns that are read, got {odd}")
         self.read_columns = [c for c in self.columns if c in file_columns]
-        self.spec: Any = None
-        if self.dataset is not None:
-            kept = [c for c in self.dataset if c.name in self.columns]
-            self.spec = read_spec(kept, self.pads)
         self.plan = Plan(len(self.units), shard=shard, seed=seed, num_epochs=num_epochs)
         self.readers = readers
         self.position: dict[str, Any] = {"epoch": 0, "index": 0}
 
-    def _spec_of(self, schema: Any, pad: Any, reshape: Any) -> None:
+    exact: frozenset[str] = frozenset()  # ragged columns padded to the longest row written: never cut
+    dataset: list[Column] | None = None  # a written dataset's columns (those read)
+
+    def _spec_of(self, reshape: Any) -> None:
         """The columns of the spec a written dataset's files hold (``self.dataset``; ``None`` for
-        other files), and its ragged columns' padding (``pad=``'s, else the longest row written)."""
-        text = (schema.metadata or {}).get(SPEC_KEY)
+        other files): every file's, one spec, and only through the dataset's manifest."""
+        texts = [(meta.schema.to_arrow_schema().metadata or {}).get(SPEC_KEY) for meta in self.metas]
         self.dataset = None
-        if text is None:
+        marked = [rel for (_, rel), text in zip(self.files, texts) if text is not None]
+        if not marked:
             return
-        first = self.files[0][1]
+        first = printable(marked[0])
         if self.written is None:
             raise ValueError(
                 f"{first}: expected the folder of a committed dataset (with its {MANIFEST}), got a file "
-                "treekit.data.write_parquet wrote, of a write that did not finish or read apart from its folder\n"
-                "read the dataset's folder"
+                "treekit.data.write_parquet wrote, of a write that did not finish (or was killed) or read "
+                "apart from its folder\nread the dataset's folder, or delete that write's part files"
             )
-        for (_, rel), meta in zip(self.files, self.metas):
-            other = (meta.schema.to_arrow_schema().metadata or {}).get(SPEC_KEY)
-            if other != text:
-                raise ValueError(f"{rel}: expected the spec of {first}, got another")
-        self.dataset = columns_from_text(text, first)
+        for (_, rel), text in zip(self.files, texts):
+            if text != texts[0]:
+                raise ValueError(f"{printable(rel)}: expected the spec of {first} (one dataset), got another")
+        assert texts[0] is not None  # (every file's is the first's, and one is there)
+        self.dataset = columns_from_text(texts[0], first)
         if reshape:
             raise ValueError("reshape: expected none for a written dataset (its spec gives every shape)")
+
+    def _written_columns(self, schema: Any) -> None:
+        """Check the columns read against the spec (the Arrow types a write gives them, and the
+        manifest's longest rows against what the files hold), and set their padding (``pad=``'s,
+        else the longest row written) and shapes."""
+        assert self.written is not None and self.dataset is not None
+        exact = set()
         for c in self.dataset:
-            if c.ragged and c.name not in self.pads:
-                self.pads[c.name] = self.written.longest.get(c.name, 0)
-            elif not c.ragged and len(c.shape) > 1:  # (stored as one flat fixed-size list a row)
-                self.shapes[c.name] = dims_of(c, self.written.sizes)
+            dims = dims_of(c, self.written.sizes)
+            where = f"{printable(self.files[0][1])} column {c.name!r}"
+            if c.name not in schema.names:
+                raise ValueError(f"{where}: expected the column the spec names, got none")
+            check_written_type(schema.field(c.name).type, c, dims, where)
+            if c.ragged:
+                if c.name not in self.pads:
+                    longest = self.written.longest.get(c.name, 0)
+                    index = schema.names.index(c.name)
+                    held = max((m.row_group(g).column(index).num_values for m in self.metas
+                                for g in range(m.num_row_groups)), default=0)
+                    if longest * max(1, math.prod(dims)) > held:
+                        raise ValueError(
+                            f"{MANIFEST}: expected the longest row of {c.name!r} among the values the files hold "
+                            f"({held} in a row group at most), got {longest}"
+                        )
+                    self.pads[c.name] = longest
+                    exact.add(c.name)
+            elif dims:  # (stored as one flat fixed-size list a row)
+                self.shapes[c.name] = dims
         odd = sorted(set(self.pads) - {c.name for c in self.dataset if c.ragged})
         if odd:
-            raise ValueError(f"pad: expected the written dataset's ragged columns, got {odd}")
+            raise ValueError(f"pad: expected the written dataset's ragged columns that are read, got {odd}")
+        self.exact = frozenset(exact)
 
     def _footer(self, file: int) -> Any:
         """File ``file``'s Parquet metadata."""
@@ -211,14 +244,16 @@ class ParquetSource(PlannedSource):
                 return pyarrow_parquet().read_metadata(f)
         except Exception as exc:
             rel = self.files[file][1]
-            raise ValueError(f"{rel}: expected a Parquet file, got one pyarrow cannot read ({exc})") from exc
+            raise ValueError(
+                f"{printable(rel)}: expected a Parquet file, got one pyarrow cannot read ({printable(exc)})"
+            ) from exc
 
     def _read(self, position: dict[str, Any], unit: int) -> Chunk:
         import numpy as np
 
         file, group = self.units[unit]
         rel = self.files[file][1]
-        where = f"{rel} row group {group}"
+        where = f"{printable(rel)} row group {group}"
         fragment = self.fragments[file]
         if fragment is not None:  # (the row group's columns asked for together, no size asked)
             table = fragment.subset(row_group_ids=[group]).to_table(columns=self.read_columns, use_threads=False)
@@ -228,7 +263,7 @@ class ParquetSource(PlannedSource):
             with fs.open_input_file(path) as f:
                 handle = pyarrow_parquet().ParquetFile(f, metadata=self.metas[file], pre_buffer=remote)
                 table = handle.read_row_group(group, columns=self.read_columns, use_threads=False)
-        arrays: Any = columns_to_numpy(table, self.read_columns, self.pads, self.shapes, where)
+        arrays: Any = columns_to_numpy(table, self.read_columns, self.pads, self.shapes, where, self.exact)
         for key, value in self.parts[file].items():
             if key in self.columns:
                 arrays[key] = np.full(table.num_rows, int(value) if self.ints[key] else value)

@@ -56,7 +56,8 @@ class Rows:
         if array.dtype == target:
             return array
         if column.storage == column.dtype:
-            if array.size == 0 or np.can_cast(array.dtype, target, "safe"):
+            exact = not (array.dtype.kind in "iu" and target.kind == "f")  # (2**53 + 1 fits no float64)
+            if array.size == 0 or (exact and np.can_cast(array.dtype, target, "safe")):
                 return array.astype(target)
             ok = fits(array.reshape(1, -1) if first is None else array, target)
             if ok is not None and ok.all():
@@ -85,7 +86,12 @@ class Rows:
         import numpy as np
 
         first = self.seen
-        rows = [treedef.flatten_up_to(example) for example in examples]
+        rows = []
+        for k, example in enumerate(examples):
+            try:
+                rows.append(treedef.flatten_up_to(example))
+            except (ValueError, TypeError) as exc:  # (the structure's difference, with the row)
+                raise ValueError(f"example (row {first + k}): {exc}") from None
         for i, column in enumerate(self.columns):
             values = [np.asarray(row[i]) for row in rows]
             label = f"example{keystr(paths[i])}"
@@ -165,7 +171,8 @@ class Rows:
         total = 0
         for i, column in enumerate(self.columns):
             for part in self.parts[i]:
-                total += sum(v.nbytes for v in part) if column.ragged else part.nbytes
+                # (a ragged row is a numpy array of its own: about 100 bytes besides its values)
+                total += sum(v.nbytes + 100 for v in part) if column.ragged else part.nbytes
         return max(1, total // max(1, self.rows))
 
     def table(self, values: list[Any], spec: str) -> Any:

@@ -4,18 +4,29 @@ write their parts, and process 0 commits them together."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import secrets
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from treekit.core import printable
-from treekit.data._dataset import MANIFEST, Column, columns_of, manifest_text, spec_text
+from treekit.data._dataset import (
+    MANIFEST,
+    MANIFEST_LIMIT,
+    Column,
+    columns_of,
+    manifest_text,
+    read_manifest,
+    spec_text,
+)
 from treekit.data._rows import Rows, rows_of
 from treekit.files import (
     Where,
+    atomic_file,
     create_exclusive,
     find,
     fsync_folder,
@@ -23,6 +34,7 @@ from treekit.files import (
     locate,
     makedirs,
     mode_for,
+    read_bytes,
     remove,
     remove_tree,
     write_bytes,
@@ -32,6 +44,11 @@ from treekit.files import (
 __all__ = ["write_parquet"]
 
 GROUP_BYTES = 64 << 20  # the default row group: about this many bytes of values
+# what a folder of Parquet data holds beside its data files (Spark's, pyarrow's, treekit's):
+# an overwrite replaces a folder of these and .parquet, .crc and temporary .tmp files alone
+_NOT_DATA = {MANIFEST, "_SUCCESS", "_metadata", "_common_metadata"}
+_SPARK_MARKS = ("_committed_", "_started_")
+_PART = re.compile(r"part-\d{5}-\d{5}-[0-9a-f]{12}\.parquet")  # (a write_parquet part)
 
 
 def _existing(where: Where, overwrite: bool) -> list[str]:
@@ -39,7 +56,8 @@ def _existing(where: Where, overwrite: bool) -> list[str]:
 
     Raises:
         FileExistsError: If it holds anything and ``overwrite`` is false, or holds a file that
-            is no Parquet data (a write replaces data, never a folder of other files).
+            is no Parquet data (a write replaces data, never a folder of other files: a file of
+            another name than ``*.parquet``, Spark's and pyarrow's markers and checksums).
     """
     if where.local and os.path.exists(where.path) and not os.path.isdir(where.path):
         raise FileExistsError(f"folder: expected a folder, got the file {str(where)!r}")
@@ -53,7 +71,7 @@ def _existing(where: Where, overwrite: bool) -> list[str]:
         )
     for file in find(where, lambda name: False):
         name = file.name
-        if not (name.endswith(".parquet") or name.startswith(("_", "."))):
+        if not (name.endswith((".parquet", ".crc", ".tmp")) or name in _NOT_DATA or name.startswith(_SPARK_MARKS)):
             raise FileExistsError(
                 f"folder: expected a folder of Parquet data to replace, got {str(where)!r} holding "
                 f"'{printable(file.path[len(where.path):].lstrip('/'))}'\nremove the folder by hand to write there"
@@ -231,23 +249,46 @@ def write_parquet(
         makedirs(where)
         tag = secrets.token_hex(6)
         files, longest, sizes = _write_parts(where, tag, 0, columns, spec, source, chunks, row_group_size, writers)
-        _commit(where, files, longest, sizes, columns, old)
+        _commit(where, files, longest, sizes, columns, old, overwrite)
         return sum(n for _, n in files)
     return _write_together(group, where, overwrite, columns, spec, source, chunks, row_group_size, writers)
 
 
 def _commit(where: Where, files: list[tuple[str, int]], longest: dict[str, int], sizes: dict[str, int],
-            columns: list[Column], old: list[str]) -> None:
-    """Write the manifest (the commit), then delete what the write replaced."""
-    write_bytes(where.join(MANIFEST), manifest_text(files, longest, sizes, spec_text(columns)))
+            columns: list[Column], old: list[str], overwrite: bool) -> None:
+    """Write the manifest (the commit), then delete what the write replaced: what was there
+    when it began, but parts of another write not yet committed (a writer beside this one
+    commits its own; a killed write's parts are never read)."""
+    target = where.join(MANIFEST)
+    listed = set()
+    if MANIFEST in old:
+        with contextlib.suppress(Exception):  # (the parts the manifest replaced lists, where it is readable)
+            listed = {name for name, _ in read_manifest(read_bytes(target, MANIFEST_LIMIT), MANIFEST).files}
+    text = manifest_text(files, longest, sizes, spec_text(columns))
+    if overwrite or not where.local:
+        write_bytes(target, text)
+    else:  # (a writer beside this one into the same new folder: the first commit wins, never both)
+        staged = f"{target.path}.{secrets.token_hex(6)}.new"
+        with atomic_file(staged) as f:
+            f.write(text)
+        try:
+            os.link(staged, target.path)
+        except FileExistsError:
+            raise FileExistsError(
+                f"folder: expected no other write into {str(where)!r} at once, got one committed first"
+            ) from None
+        finally:
+            os.unlink(staged)
+        fsync_folder(where.path)
     kept = {name for name, _ in files} | {MANIFEST}
     for name in old:
-        if name not in kept:
-            entry = where.join(name)
-            if not where.local or os.path.isdir(entry.path):
-                remove_tree(entry)  # (remotely, a file or a prefix alike)
-            else:
-                remove(entry)
+        if name in kept or (_PART.fullmatch(name) and name not in listed):
+            continue
+        entry = where.join(name)
+        if not where.local or os.path.isdir(entry.path):
+            remove_tree(entry)  # (remotely, a file or a prefix alike)
+        else:
+            remove(entry)
 
 
 def _group(where: Where) -> Any:
@@ -263,15 +304,18 @@ def _write_together(group: Any, where: Where, overwrite: bool, columns: list[Col
                     chunks: bool, row_group_size: int | None, writers: int) -> int:
     """:func:`write_parquet` with ``shard='process'`` across the processes of ``group``."""
     start: dict[str, Any] = {}
+    began: BaseException | None = None
     if group.me == 0:
         try:
             start = {"old": _existing(where, overwrite), "tag": secrets.token_hex(6)}
             makedirs(where)
         except Exception as exc:
-            start = {"error": f"{type(exc).__name__}: {exc}"}
+            start, began = {"error": f"{type(exc).__name__}: {exc}"}, exc
     start = json.loads(group.exchange("start", json.dumps(start).encode())[0])
+    if began is not None:
+        raise began
     if "error" in start:
-        raise FileExistsError(f"write_parquet (process 0): {start['error']}")
+        raise RuntimeError(f"write_parquet: process 0 could not begin, so nothing was written: {start['error']}")
     mine: dict[str, Any]
     try:
         files, longest, sizes = _write_parts(where, start["tag"], group.me, columns, spec, source, chunks,
@@ -310,7 +354,7 @@ def _write_together(group: Any, where: Where, overwrite: bool, columns: list[Col
     if group.me == 0:
         try:
             all_sizes = {name: size for t in told for name, size in t["sizes"].items()}
-            _commit(where, files, longest, all_sizes, columns, start["old"])
+            _commit(where, files, longest, all_sizes, columns, start["old"], overwrite)
         except Exception as exc:
             done = f"{type(exc).__name__}: {exc}".encode()
             error = exc
