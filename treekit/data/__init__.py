@@ -1,10 +1,8 @@
-# Lives here: sources (_parquet.py, _hf.py, _iterable.py over _chunks.py, _plan.py and _arrow.py),
-# _write.py (write_parquet) over _rows.py (rows to Arrow columns) and _dataset.py (a written
-# dataset's spec and manifest), _spark.py (from_spark: Spark writes a Parquet cache, read as a
-# folder), _batches.py (fixed-size, spec-checked, resumable) with _casts.py, _mesh.py (onto
-# devices, ahead). May import: core, ops, sharding, checks, files, checkpoint (its Group: processes
-# agreeing); pyarrow, datasets, pyspark and jax only inside the functions that need them.
-# Start at _batches.py, then _parquet.py.
+# Lives here: sources (_parquet.py, _hf.py, _iterable.py over _chunks.py, _plan.py, _arrow.py),
+# _write.py (write_parquet, over _rows.py and _dataset.py: spec and manifest), _spark.py (from_spark),
+# _batches.py (fixed-size, spec-checked, resumable) with _casts.py, _mesh.py (onto devices, ahead).
+# May import: core, ops, sharding, checks, files, checkpoint (its Group); pyarrow, datasets, pyspark
+# and jax only inside the functions that need them. Start at _batches.py, then _parquet.py.
 """Pytree batches for JAX from Parquet, Hugging Face datasets and any iterable: fixed size,
 spec-checked, sharded, prefetched onto a mesh, resumable.
 
