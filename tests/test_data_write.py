@@ -298,6 +298,7 @@ def test_two_writers_into_one_new_folder_commit_one_and_refuse_the_other(tmp_pat
     thread.join(30)
     assert len(errors) == 1 and "got one committed first" in str(errors[0])
     assert [int(v) for c in data.parquet(folder) for v in c["x"]] == [2, 3]
+    assert len(list(folder.glob("part-*.parquet"))) == 1  # (the loser's part deleted)
 
 
 def test_a_crafted_manifest_or_spec_is_refused_before_a_row_is_read(tmp_path: Path) -> None:

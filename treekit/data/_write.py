@@ -249,7 +249,12 @@ def write_parquet(
         makedirs(where)
         tag = secrets.token_hex(6)
         files, longest, sizes = _write_parts(where, tag, 0, columns, spec, source, chunks, row_group_size, writers)
-        _commit(where, files, longest, sizes, columns, old, overwrite)
+        try:
+            _commit(where, files, longest, sizes, columns, old, overwrite)
+        except FileExistsError:  # (another write committed first: this one's parts are never read)
+            for name, _ in files:
+                remove(where.join(name))
+            raise
         return sum(n for _, n in files)
     return _write_together(group, where, overwrite, columns, spec, source, chunks, row_group_size, writers)
 
