@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["check_pad_reshape", "columns_to_numpy"]
+__all__ = ["check_pad_reshape", "columns_to_numpy", "list_levels"]
 
 
 def check_pad_reshape(pad: Any, reshape: Any) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
@@ -89,15 +89,16 @@ def _unlist(array: Any, name: str, where: str, rows: int) -> tuple[Any, list[Any
     return array, levels
 
 
-def _list_sizes(kind: Any) -> list[int | None]:
-    """Each list level's fixed size (``None`` for a variable-length one) of Arrow type ``kind``."""
+def list_levels(kind: Any) -> tuple[list[int | None], Any]:
+    """Arrow type ``kind``'s list levels, outermost first: each one's fixed size (``None`` for a
+    variable-length one); and the type of the values inside them all."""
     import pyarrow as pa
 
     sizes: list[int | None] = []
     while pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         sizes.append(kind.list_size if pa.types.is_fixed_size_list(kind) else None)
         kind = kind.value_type
-    return sizes
+    return sizes, kind
 
 
 def _per_row(levels: list[Any], depth: int) -> Any:
@@ -221,12 +222,12 @@ def columns_to_numpy(
                     f"column {name!r} ({where}): expected rows of at most {pads[name]} (the longest its dataset's "
                     f"manifest records), got rows {_rows_text(odd, levels[0][odd])}"
                 )
-            sizes = _list_sizes(array.type)
+            sizes = list_levels(array.type)[0]
             out[name], out[f"{name}_len"] = _padded(values, levels, sizes, pads[name], name, where, rows)
         elif name in shapes:
             out[name] = _reshaped(values, levels, shapes[name], name, where, rows)
         elif levels:
-            out[name] = _fixed(values, levels, _list_sizes(array.type), name, where, rows)
+            out[name] = _fixed(values, levels, list_levels(array.type)[0], name, where, rows)
         else:
             out[name] = _numpy(values, name, where)
     return out

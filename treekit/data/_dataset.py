@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from treekit.core import ShapeDtype, dtype_name, flatten, keystr, printable
+from treekit.data._arrow import list_levels
 
 __all__ = ["MANIFEST", "SPEC_KEY", "Column", "Written", "columns_of", "read_manifest", "spec_text"]
 
@@ -236,18 +237,13 @@ def check_written_type(kind: Any, column: Column, dims: tuple[int, ...], where: 
     import math
 
     import numpy as np
-    import pyarrow as pa
 
     want: list[int | None] = []
     if column.ragged:
         want.append(None)
     if math.prod(dims) != 1:  # (a write stores a block of one value as the value)
         want.append(math.prod(dims))
-    got: list[int | None] = []
-    value = kind
-    while pa.types.is_list(value) or pa.types.is_large_list(value) or pa.types.is_fixed_size_list(value):
-        got.append(value.list_size if pa.types.is_fixed_size_list(value) else None)
-        value = value.value_type
+    got, value = list_levels(kind)
     if got != want or math.prod(dims) == 0:
         ok = False
     else:

@@ -202,9 +202,9 @@ def write_parquet(
             spec's shape without its first dim). With ``chunks=True``, or a treekit.data source
             (:func:`~treekit.data.parquet`, :func:`~treekit.data.from_hf`, ...), chunks of rows
             instead: each leaf an array of rows, a ragged leaf a list of its rows' arrays.
-        spec: A :class:`~treekit.ShapeDtype` or a dict of them (nested dicts of str keys): each
-            shape's first dim the rows (a name or ``None``), then ints >= 1, names, or one
-            ``None`` right after the rows; dtypes bool, ints, floats, or bfloat16, float8 and
+        spec: A dict of :class:`~treekit.ShapeDtype` (nested dicts of str keys; the keys name
+            the columns): each shape's first dim the rows (a name or ``None``), then ints >= 1,
+            names, or one ``None`` right after the rows; dtypes bool, ints, floats, or bfloat16, float8 and
             int4 (stored as their bits, read back as themselves). Values are cast to them
             where every value fits (an int64 1 to int8), else refused naming the row.
         chunks: The iterable's items are chunks of rows, not examples.
@@ -212,9 +212,10 @@ def write_parquet(
             default about 64 MiB of values. Each row group is a part file of its own.
         writers: Part files written at once, each in a thread (pyarrow encodes without the GIL)
             while the source is read; at most ``2 * writers`` row groups wait in memory.
-        overwrite: Replace the data in ``folder``: the new rows are committed, then every other
-            file there deleted. A folder holding anything but Parquet data, Spark's ``_SUCCESS``
-            and other ``_``- or ``.``-prefixed files is refused either way.
+        overwrite: Replace the data in ``folder``: the new rows are committed, then the files
+            there before are deleted (but parts of another write not yet committed). A folder
+            holding other files than ``.parquet``, ``.crc`` and temporary ``.tmp`` files and
+            Spark's and pyarrow's markers (``_SUCCESS``, ``_metadata``) is refused either way.
         shard: ``'process'``: every process of the ``jax.distributed`` job calls this with its
             own rows; each writes its parts, and process 0 commits all of them once every
             process has written (an error in one is raised in all, and nothing is committed).
@@ -249,12 +250,7 @@ def write_parquet(
         makedirs(where)
         tag = secrets.token_hex(6)
         files, longest, sizes = _write_parts(where, tag, 0, columns, spec, source, chunks, row_group_size, writers)
-        try:
-            _commit(where, files, longest, sizes, columns, old, overwrite)
-        except FileExistsError:  # (another write committed first: this one's parts are never read)
-            for name, _ in files:
-                remove(where.join(name))
-            raise
+        _commit(where, files, longest, sizes, columns, old, overwrite)
         return sum(n for _, n in files)
     return _write_together(group, where, overwrite, columns, spec, source, chunks, row_group_size, writers)
 
@@ -278,7 +274,9 @@ def _commit(where: Where, files: list[tuple[str, int]], longest: dict[str, int],
             f.write(text)
         try:
             os.link(staged, target.path)
-        except FileExistsError:
+        except FileExistsError:  # (this write's parts are never read: deleted)
+            for name, _ in files:
+                remove(where.join(name))
             raise FileExistsError(
                 f"folder: expected no other write into {str(where)!r} at once, got one committed first"
             ) from None
