@@ -2,12 +2,19 @@
 process: treekit's save, load and CheckpointManager against safetensors' flax binding and
 orbax, beside the floors the hardware sets.
 
-    python benchmarks/device_checkpoints.py [--gb 1] [--leaves 20000] [--rounds 3] [--json PATH]
+    python benchmarks/device_checkpoints.py [--gb 1] [--leaves 2000,20000] [--rounds 3] [--json PATH]
 
 Trees: ``big``, float32 arrays of 4096 x 2560 as a model's layers (``--gb`` of them, 1 GB:
-24 arrays), and ``many``, ``--leaves`` small arrays (2,000 layers of 10). Every save gets fresh
-arrays (put on the device just before, untimed), so no host copy kept by an earlier
-transfer hides the device-to-host copy.
+24 arrays; ``--gb 0``: none), and ``many_<n>`` for each of ``--leaves``: n float32[16] arrays
+(n/10 layers of 10). Every save gets fresh arrays (put on the device just before, untimed),
+so no host copy kept by an earlier transfer hides the device-to-host copy.
+
+Small arrays cross in packs (treekit.sharding.device_get/device_put; the checkpoints use
+them): the ``one by one`` rows are treekit with packing off (as it was before), and the
+``first call`` rows time one call after every compiled function is dropped (jax's caches
+cleared), so they include compiling. ``peak device bytes`` is how far the device's peak
+memory rose above the tree during a packed get and put (``memory_stats``, where the device
+gives them).
 
 Floors, measured on the same tree: ``device_get`` (every array to the host, all copies
 started at once), ``write+fsync`` (those host bytes written to one file and synced),
@@ -46,20 +53,24 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def host_trees(gb: float, leaves: int) -> dict[str, Any]:
+def host_trees(gb: float, leaves: list[int]) -> dict[str, Any]:
     rng = np.random.default_rng(0)
-    layer = ("q", "k", "v", "o", "up", "down")
-    count = max(1, round(gb * 2**30 / (4096 * 2560 * 4 * len(layer))))
-    big = {"layers": [{name: rng.random((4096, 2560), np.float32) for name in layer} for _ in range(count)]}
     names = ("w1", "b1", "w2", "b2", "scale", "bias", "mean", "var", "gate", "out")
-    many = {"layers": [{n: rng.random((16,), np.float32) for n in names} for _ in range(leaves // len(names))]}
-    return {"big": big, "many": many}
+    trees = {
+        f"many_{n}": {"layers": [{k: rng.random((16,), np.float32) for k in names} for _ in range(n // len(names))]}
+        for n in leaves
+    }
+    if gb > 0:
+        layer = ("q", "k", "v", "o", "up", "down")
+        count = max(1, round(gb * 2**30 / (4096 * 2560 * 4 * len(layer))))
+        trees["big"] = {"layers": [{k: rng.random((4096, 2560), np.float32) for k in layer} for _ in range(count)]}
+    return trees
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gb", type=float, default=1.0)
-    parser.add_argument("--leaves", type=int, default=20_000)
+    parser.add_argument("--leaves", default="2000,20000", help="the many-leaf trees' sizes, comma-separated")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--orbax-many", action="store_true", help="orbax on the many-leaf tree too (slow)")
     parser.add_argument("--json")
@@ -69,6 +80,7 @@ def main() -> None:
 
     import treekit
     from treekit.ops import flatten_dict, unflatten_dict
+    from treekit.sharding import _transfer
 
     device = jax.devices()[0]
     sharding = jax.sharding.SingleDeviceSharding(device)
@@ -88,7 +100,39 @@ def main() -> None:
             path = os.path.join(folder, "tree.safetensors")
 
             def fresh() -> Any:  # (new device arrays: none holds a host copy of itself yet)
-                return jax.block_until_ready(jax.device_put(host, device))
+                return jax.block_until_ready(treekit.sharding.device_put(host, device))
+
+            def one_by_one(run: Callable[[], Any]) -> Callable[[], Any]:  # (packing off: treekit as it was)
+                def unpacked() -> Any:
+                    platforms, _transfer.PACKED_PLATFORMS = _transfer.PACKED_PLATFORMS, frozenset()
+                    try:
+                        return run()
+                    finally:
+                        _transfer.PACKED_PLATFORMS = platforms
+
+                return unpacked
+
+            def first_call(run: Callable[[], Any]) -> Any:  # (every compiled function dropped first)
+                jax.clear_caches()
+                _transfer._compiled.clear()
+                _transfer._packer.cache_clear()
+                _transfer._splitter.cache_clear()
+                return run()
+
+            def treekit_device_get() -> float:
+                tree = fresh()
+                return timed(lambda: treekit.sharding.device_get(tree))
+
+            def treekit_device_put() -> float:
+                return timed(lambda: treekit.sharding.device_put(host, device))
+
+            def peak_above(run: Callable[[], Any], tree_bytes: int) -> int | None:
+                stats = device.memory_stats() or {}
+                if "peak_bytes_in_use" not in stats:
+                    return None
+                before = stats["bytes_in_use"]
+                run()
+                return max(0, device.memory_stats()["peak_bytes_in_use"] - before - tree_bytes)
 
             def timed(run: Callable[[], Any]) -> float:
                 start = time.perf_counter()
@@ -215,6 +259,25 @@ def main() -> None:
                 target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), host)
                 return timed(lambda: ocp.StandardCheckpointer().restore(where, target))
 
+            if tree_name.startswith("many"):  # (first: the peak memory is the highest the process has had)
+                on_device = fresh()
+                peaks = {
+                    "get": peak_above(lambda: treekit.sharding.device_get(on_device), 0),
+                    "put": peak_above(lambda: jax.block_until_ready(treekit.sharding.device_put(host, device)), nbytes),
+                }
+                del on_device
+                firsts = {
+                    "device_get": first_call(treekit_device_get),
+                    "device_put": first_call(treekit_device_put),
+                    "save": first_call(treekit_save),
+                    "load": first_call(treekit_load),
+                    "manager (async) blocks": first_call(manager(True))[0],
+                }
+                results.setdefault("first_calls", {})[tree_name] = firsts
+                results.setdefault("peak_device_bytes", {})[tree_name] = peaks
+                timings = ", ".join(f"{k} {v:.3f} s" for k, v in firsts.items())
+                print(f"\n{tree_name}: first calls (compiling): {timings}")
+                print(f"{tree_name}: peak device bytes above the tree: {peaks}", flush=True)
             rows: dict[str, Callable[[], Any]] = {
                 "floor: device_get": device_get,
                 "floor: write+fsync": write_fsync,
@@ -227,10 +290,18 @@ def main() -> None:
                 "treekit manager (async)": manager(True),
                 "treekit save, into a fresh folder": save_fresh_folder,
                 "treekit manager (sync), apart": manager_apart,
+                "treekit device_get": treekit_device_get,
+                "treekit device_put": treekit_device_put,
             }
-            if stf is not None:
+            if tree_name.startswith("many"):
+                rows |= {
+                    "treekit save, one by one": one_by_one(treekit_save),
+                    "treekit load, one by one": one_by_one(treekit_load),
+                    "treekit manager (async), one by one": one_by_one(manager(True)),
+                }
+            if stf is not None and len(jax.tree.leaves(host)) <= 20_000:
                 rows |= {"safetensors.flax save": st_save, "safetensors.flax load": st_load}
-            if ocp is not None and (tree_name == "big" or args.orbax_many):
+            if ocp is not None and (tree_name == "big" or len(jax.tree.leaves(host)) <= 2_000 or args.orbax_many):
                 rows |= {"orbax save": orbax_save, "orbax load": orbax_load}
             for run in rows.values():  # (one untimed round: no row gets a first call's luck or cost)
                 run()
@@ -257,7 +328,7 @@ def main() -> None:
                     print(f"  {name:46} {value:7.3f} s{ratio}")
             print(f"  save floor {save_floor:.3f} s; load floor {load_floor:.3f} s", flush=True)
 
-    for tree_name, host in host_trees(args.gb, args.leaves).items():
+    for tree_name, host in host_trees(args.gb, [int(n) for n in args.leaves.split(",") if n]).items():
         one_tree(tree_name, host)
 
     results.pop("_orbax_paths", None)

@@ -25,6 +25,7 @@ from treekit.checkpoint._restore import floating_as, restore
 from treekit.checkpoint._shards import place, placed_on_mesh
 from treekit.core import dtype_name, flatten, keystr, printable
 from treekit.files import Where, file_size, locate, writing
+from treekit.sharding import fetch_small
 
 __all__ = ["RECORD", "PickleRefused", "damaged", "load", "parse_record", "read_npz", "save", "uncollected"]
 
@@ -138,6 +139,7 @@ def save(
         return dtype.num < 256 and dtype.kind != "V" if npz else _safetensors.code_of(dtype) is not None
 
     record, arrays = _saved.record_of(tree, stored, names or ("/" if npz else "."))
+    arrays = dict(zip(arrays, fetch_small(list(arrays.values()))))  # (small device arrays: in packs)
     if not npz:  # ("format": what Hugging Face's loaders ask of a file: "pt", the plain layout)
         group = across(tree, f"treekit.save {where}")  # (arrays across processes: the same in every one)
         _safetensors.write(where, arrays.items(), {"format": "pt", RECORD: record}, group)

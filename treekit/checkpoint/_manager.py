@@ -34,6 +34,7 @@ from treekit.files import (
     remove_tree,
     write_bytes,
 )
+from treekit.sharding import fetch_small
 
 __all__ = ["CheckpointManager"]
 
@@ -48,10 +49,12 @@ _MAX_INFO = 1 << 24  # bytes: a step.json larger than this is no manager's
 
 def _snapshot(leaves: list[Any]) -> list[Any]:
     """``leaves`` with every array copied to the host: the caller may then change or donate its
-    arrays. All the device-to-host copies are started before the first is awaited."""
+    arrays. Small device arrays cross in packs (their host arrays are new buffers of their
+    own); all the other device-to-host copies are started before the first is awaited."""
     import numpy as np
 
-    for x in leaves:
+    packed = fetch_small(leaves)
+    for x in packed:
         if getattr(x, "is_fully_addressable", True) is False:
             for shard in x.addressable_shards:
                 shard.data.copy_to_host_async()
@@ -74,7 +77,7 @@ def _snapshot(leaves: list[Any]) -> list[Any]:
             return np.asarray(x)
         return x
 
-    return [copy(x) for x in leaves]
+    return [copy(x) if x is y else x for x, y in zip(packed, leaves)]
 
 
 class CheckpointManager:

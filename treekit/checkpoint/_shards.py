@@ -33,6 +33,7 @@ from treekit.files import (
     write_bytes,
     writing,
 )
+from treekit.sharding import put_small
 
 _GROUP = 1 << 25  # bytes of leaves a thread places at a time when loading
 _THREADS = 8  # threads at most that place a loaded tree's arrays
@@ -219,19 +220,30 @@ def place(tree: Any, shardings: Any, like: Any) -> Any:
             return jax.make_array_from_callback(source.shape, sharding, _slicer(source))
         return jax.device_put(x, sharding)  # (a typed key, already a jax array)
 
+    bound = [i for i, s in enumerate(given) if s is not None]  # (small arrays for one device each: in packs)
+    packed = {bound[k]: x for k, x in put_small([leaves[i] for i in bound], [given[i] for i in bound]).items()}
     groups: list[list[int]] = [[]]  # leaves in groups of about _GROUP bytes, placed by a pool of threads:
     size = 0  # each thread reads its slices from the file while the others' copies go to the devices
     for i, x in enumerate(leaves):
+        if i in packed:
+            continue
         if size >= _GROUP:
             groups.append([])
             size = 0
         groups[-1].append(i)
         size += getattr(x, "nbytes", 0) + 4096  # (a leaf's own cost, as a page's worth of bytes)
+    out = list(leaves)
     if len(groups) == 1:
-        return treedef.unflatten([one(x, s) for x, s in zip(leaves, given)])
-    with ThreadPoolExecutor(min(_THREADS, len(groups), os.cpu_count() or 1)) as pool:
-        done = pool.map(lambda group: [one(leaves[i], given[i]) for i in group], groups)
-        return treedef.unflatten([x for group in done for x in group])
+        for i in groups[0]:
+            out[i] = one(leaves[i], given[i])
+    else:
+        with ThreadPoolExecutor(min(_THREADS, len(groups), os.cpu_count() or 1)) as pool:
+            for group, done in zip(groups, pool.map(lambda group: [one(leaves[i], given[i]) for i in group], groups)):
+                for i, x in zip(group, done):
+                    out[i] = x
+    for i, x in packed.items():
+        out[i] = x
+    return treedef.unflatten(out)
 
 
 def save_together(
