@@ -11,7 +11,9 @@ arrays and :data:`CHUNK_BYTES` bytes, not the whole tree at once: XLA's compile 
 faster than the number of operands (a concatenate of 256 small arrays compiles in 0.2 s on a
 TPU v5e, of 1,024 in 1.3 s, of 4,096 in 12 s), and one signature per kind, however many
 arrays it has, is compiled once (the last group of a kind overlaps the one before it rather
-than being a new, smaller signature).
+than being a new, smaller signature). Floats cross as their bits (unsigned integers), which
+XLA copies exactly where it may quiet a NaN it copies as a float; off the CPU no compiled op
+is exact for floats narrower than 32 bits, so those move one by one there.
 """
 
 from __future__ import annotations
@@ -66,15 +68,26 @@ def _on_device(x: Any, pack: bool | None, jax: Any) -> Any:
     empty, not a typed key; else ``None``."""
     if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
         return None
-    if not 0 < x.nbytes <= SMALL_BYTES or is_key_dtype(x.dtype) or x.dtype.kind == "c" or x.is_deleted():
+    if not 0 < x.nbytes <= SMALL_BYTES or is_key_dtype(x.dtype) or x.is_deleted():
         return None
     devices = x.sharding.device_set
     if len(devices) != 1:
         return None
     (device,) = devices
-    if pack is None and device.platform not in PACKED_PLATFORMS:
+    if (pack is None and device.platform not in PACKED_PLATFORMS) or not _exact(x.dtype, device.platform):
         return None
     return (device, x.dtype, x.shape)
+
+
+def _exact(dtype: Any, platform: str) -> bool:
+    """Whether a pack moves arrays of ``dtype`` bit for bit on ``platform``: not complex, and no
+    float narrower than 32 bits off the CPU (a TPU v5e quiets the NaNs and flushes the
+    subnormals of bfloat16, float16 and float8 in any compiled op, a bitcast included)."""
+    import jax.numpy as jnp
+
+    if dtype.kind == "c":
+        return False
+    return platform == "cpu" or dtype.itemsize >= 4 or not jnp.issubdtype(dtype, jnp.floating)
 
 
 def _bits_of(dtype: Any) -> Any:
@@ -163,13 +176,13 @@ def _bound(target: Any) -> Any:
 
 def _packable(x: Any) -> bool:
     """``x`` a small, non-empty numpy array of a dtype jax holds as it is (numbers, bools,
-    ml_dtypes'; not complex, not one x64 being off would convert)."""
+    ml_dtypes'; not one x64 being off would convert)."""
     import jax
     import numpy as np
 
     if type(x) is not np.ndarray or not 0 < x.nbytes <= SMALL_BYTES:
         return False
-    if not (x.dtype.kind in "biuf" or x.dtype.type.__module__.startswith("ml_dtypes")):
+    if not (x.dtype.kind in "biufc" or x.dtype.type.__module__.startswith("ml_dtypes")):
         return False
     return bool(jax.dtypes.canonicalize_dtype(x.dtype) == x.dtype)
 
@@ -210,6 +223,8 @@ def put_small(arrays: Sequence[Any], targets: Sequence[Any], pack: bool | None =
                 continue
             device = _bound(target)
             if device is None or (pack is None and device.platform not in PACKED_PLATFORMS):
+                continue
+            if not _exact(x.dtype, device.platform):
                 continue
             kind = (target, x.dtype, x.shape)
             kinds.setdefault(kind, []).append(i)
@@ -253,9 +268,12 @@ def device_get(tree: Any, *, pack: bool | None = None) -> Any:
     buffer, at most 256 MiB, alive). Packed buffers take at most 256 MiB (:data:`CHUNK_BYTES`)
     of device memory at once, freed as they land. Compiling is once per signature (about 0.2 s
     each on a TPU v5e); one call compiles at most 4 (:data:`NEW_PER_CALL`), the largest kinds
-    first, and moves the others one by one until a later call. Larger arrays, arrays over
-    several devices, typed PRNG keys, deleted arrays and other leaves go to ``jax.device_get``
-    as they are (a deleted array raises its error there; a numpy scalar becomes a 0-d array).
+    first, and moves the others one by one until a later call. Floats cross as their bits.
+    Larger arrays, arrays over several devices, typed PRNG keys, complex arrays, deleted
+    arrays, other leaves and, off the CPU, floats narrower than 32 bits (bfloat16, float16,
+    float8: a TPU's compiled ops quiet their NaNs and flush their subnormals, a bitcast too,
+    so no pack of them is bit-exact) go to ``jax.device_get`` as they are (a deleted array
+    raises its error there; a numpy scalar becomes a 0-d array).
 
     Args:
         tree: Any pytree.
@@ -287,8 +305,8 @@ def device_put(tree: Any, device: Any = None, *, pack: bool | None = None) -> An
     dtype and shape (as :func:`device_get` packs): one host buffer of up to 256 arrays crosses
     in one transfer and one compiled function splits it on the device, each array placed as
     ``jax.device_put`` places it (uncommitted for ``device=None``, committed to a device or a
-    sharding otherwise); bit for bit its arrays. Everything else goes to ``jax.device_put`` as
-    it is.
+    sharding otherwise); bit for bit its arrays. What :func:`device_get` does not pack, and
+    arrays x64 being off would convert (float64, int64), go to ``jax.device_put`` as they are.
 
     Args:
         tree: A pytree of arrays (numpy arrays, scalars, jax arrays).
