@@ -138,8 +138,7 @@ def save(
     def stored(dtype: Any) -> bool:
         return dtype.num < 256 and dtype.kind != "V" if npz else _safetensors.code_of(dtype) is not None
 
-    record, arrays = _saved.record_of(tree, stored, names or ("/" if npz else "."))
-    arrays = dict(zip(arrays, fetch_small(list(arrays.values()))))  # (small device arrays: in packs)
+    record, arrays = _saved.record_of(tree, stored, names or ("/" if npz else "."), fetch_small)
     if not npz:  # ("format": what Hugging Face's loaders ask of a file: "pt", the plain layout)
         group = across(tree, f"treekit.save {where}")  # (arrays across processes: the same in every one)
         _safetensors.write(where, arrays.items(), {"format": "pt", RECORD: record}, group)

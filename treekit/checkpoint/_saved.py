@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from treekit.checkpoint._values import Unsaveable, decode, decoded_keys, encode, encoded_keys, ref
@@ -30,6 +31,7 @@ from treekit.core import (
     dtype_name,
     flatten,
     is_array,
+    is_key_dtype,
     jax_alone,
     keystr,
     lookup,
@@ -54,7 +56,7 @@ def key_impl(leaf: Any) -> str | None:
         return None
     import jax
 
-    if not isinstance(leaf, jax.Array) or not jax.numpy.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+    if not isinstance(leaf, jax.Array) or not is_key_dtype(leaf.dtype):
         return None
     return str(jax.random.key_impl(leaf))
 
@@ -358,10 +360,13 @@ def by_path(record: Any, arrays: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def record_of(tree: Any, stored: Any, names: str = ".") -> tuple[str, dict[str, Any]]:
+def record_of(
+    tree: Any, stored: Any, names: str = ".", fetch: Callable[[list[Any]], list[Any]] = list
+) -> tuple[str, dict[str, Any]]:
     """The structure record of ``tree`` (JSON) and its arrays by name (:func:`tensor_names`);
     ``stored(dtype)`` says whether the file layout holds a dtype as itself (else: raw bytes,
-    the dtype recorded).
+    the dtype recorded); ``fetch`` is given the leaves first (treekit.save's moves the small
+    device arrays to the host in packs).
 
     >>> import json
     >>> record, arrays = record_of({'w': 1.5, 'n': None}, lambda dtype: True)
@@ -378,6 +383,7 @@ def record_of(tree: Any, stored: Any, names: str = ".") -> tuple[str, dict[str, 
     """
     leaves, treedef, paths = flatten(tree, with_path=True)
     assert paths is not None
+    leaves = fetch(leaves)
     named = tensor_names(paths, names)
     nodes = treedef._nodes
     arrays: dict[str, Any] = {}

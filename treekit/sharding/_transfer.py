@@ -19,6 +19,7 @@ is exact for floats narrower than 32 bits, so those move one by one there.
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -62,21 +63,20 @@ def _packs(kinds: dict[Any, list[int]], nbytes: dict[Any, int], direction: str) 
     return out
 
 
-def _on_device(x: Any, pack: bool | None, jax: Any) -> Any:
-    """The kind ``(device, dtype, shape)`` of jax array ``x`` if it may be packed: small, on one
-    device (of a platform :data:`PACKED_PLATFORMS` names unless ``pack``), not deleted, not
-    empty, not a typed key; else ``None``."""
-    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
-        return None
-    if not 0 < x.nbytes <= SMALL_BYTES or is_key_dtype(x.dtype) or x.is_deleted():
-        return None
-    devices = x.sharding.device_set
-    if len(devices) != 1:
+def _device_kind(sharding: Any, dtype: Any, shape: tuple[int, ...], pack: bool | None) -> Any:
+    """The kind ``(device, dtype, shape)`` of the jax arrays of ``sharding``, ``dtype`` and
+    ``shape`` if they may be packed: small, not empty, on one device (of a platform
+    :data:`PACKED_PLATFORMS` names unless ``pack``), of a dtype packs move exactly there, not
+    typed keys; else ``None``."""
+    import math
+
+    devices = sharding.device_set
+    if len(devices) != 1 or is_key_dtype(dtype) or not 0 < math.prod(shape) * dtype.itemsize <= SMALL_BYTES:
         return None
     (device,) = devices
-    if (pack is None and device.platform not in PACKED_PLATFORMS) or not _exact(x.dtype, device.platform):
+    if (pack is None and device.platform not in PACKED_PLATFORMS) or not _exact(dtype, device.platform):
         return None
-    return (device, x.dtype, x.shape)
+    return (device, dtype, shape)
 
 
 def _exact(dtype: Any, platform: str) -> bool:
@@ -103,6 +103,14 @@ def _bits_of(dtype: Any) -> Any:
 
 
 @functools.cache
+def _array_type() -> Any:
+    """The class of jax's concrete arrays (not tracers)."""
+    import jax.numpy as jnp
+
+    return type(jnp.zeros(()))
+
+
+@functools.cache
 def _packer() -> Callable[..., Any]:
     import jax
     import jax.numpy as jnp
@@ -126,16 +134,20 @@ def fetch_small(arrays: Sequence[Any], pack: bool | None = None) -> list[Any]:
     """
     if pack is False or "jax" not in sys.modules:  # (no jax array without jax)
         return list(arrays)
-    import jax
     import numpy as np
 
+    array_type = _array_type()
+    found: dict[Any, list[int]] = {}  # (one pass over the leaves, cheap; each kind judged once)
+    for i, x in enumerate(arrays):
+        if type(x) is array_type and not x.is_deleted():
+            found.setdefault((x.sharding, x.dtype, x.shape), []).append(i)
     kinds: dict[Any, list[int]] = {}
     nbytes: dict[Any, int] = {}
-    for i, x in enumerate(arrays):
-        kind = _on_device(x, pack, jax)
+    for (sharding, dtype, shape), members in found.items():
+        kind = _device_kind(sharding, dtype, shape, pack)
         if kind is not None:
-            kinds.setdefault(kind, []).append(i)
-            nbytes[kind] = int(x.nbytes)
+            kinds.setdefault(kind, []).extend(members)
+            nbytes[kind] = math.prod(shape) * dtype.itemsize
     out = list(arrays)
     flight: deque[tuple[Any, list[int], Any]] = deque()  # packed buffers on their way to the host
     held = 0
@@ -174,17 +186,14 @@ def _bound(target: Any) -> Any:
     return next(iter(devices)) if len(devices) == 1 else None
 
 
-def _packable(x: Any) -> bool:
-    """``x`` a small, non-empty numpy array of a dtype jax holds as it is (numbers, bools,
-    ml_dtypes'; not one x64 being off would convert)."""
+def _held(dtype: Any) -> bool:
+    """Arrays of ``dtype`` are held by jax as they are (numbers, bools, ml_dtypes'; not one x64
+    being off would convert)."""
     import jax
-    import numpy as np
 
-    if type(x) is not np.ndarray or not 0 < x.nbytes <= SMALL_BYTES:
+    if not (dtype.kind in "biufc" or dtype.type.__module__.startswith("ml_dtypes")):
         return False
-    if not (x.dtype.kind in "biufc" or x.dtype.type.__module__.startswith("ml_dtypes")):
-        return False
-    return bool(jax.dtypes.canonicalize_dtype(x.dtype) == x.dtype)
+    return bool(jax.dtypes.canonicalize_dtype(dtype) == dtype)
 
 
 @functools.cache
@@ -215,20 +224,25 @@ def put_small(arrays: Sequence[Any], targets: Sequence[Any], pack: bool | None =
     import jax
     import numpy as np
 
-    kinds: dict[Any, list[int]] = {}
-    nbytes: dict[Any, int] = {}
+    found: dict[Any, list[int]] = {}  # (one pass over the leaves, cheap; each kind judged once)
+    places: dict[int, Any] = {}
     if pack is not False:
         for i, (x, target) in enumerate(zip(arrays, targets)):
-            if not _packable(x):
-                continue
-            device = _bound(target)
-            if device is None or (pack is None and device.platform not in PACKED_PLATFORMS):
-                continue
-            if not _exact(x.dtype, device.platform):
-                continue
-            kind = (target, x.dtype, x.shape)
-            kinds.setdefault(kind, []).append(i)
-            nbytes[kind] = int(x.nbytes)
+            if type(x) is np.ndarray:
+                found.setdefault((id(target), x.dtype, x.shape), []).append(i)
+                places[id(target)] = target
+    kinds: dict[Any, list[int]] = {}
+    nbytes: dict[Any, int] = {}
+    for (place, dtype, shape), members in found.items():
+        target, size = places[place], math.prod(shape) * dtype.itemsize
+        device = _bound(target)
+        if device is None or (pack is None and device.platform not in PACKED_PLATFORMS):
+            continue
+        if not (0 < size <= SMALL_BYTES and _held(dtype) and _exact(dtype, device.platform)):
+            continue
+        kind = (target, dtype, shape)
+        kinds.setdefault(kind, []).extend(members)
+        nbytes[kind] = size
     out: dict[int, Any] = {}
     held = 0
     for (target, dtype, shape), members in _packs(kinds, nbytes, "put"):
