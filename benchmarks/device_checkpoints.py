@@ -72,6 +72,7 @@ def main() -> None:
     parser.add_argument("--gb", type=float, default=1.0)
     parser.add_argument("--leaves", default="2000,20000", help="the many-leaf trees' sizes, comma-separated")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-warm", dest="warm", action="store_false", help="no untimed round first")
     parser.add_argument("--orbax-many", action="store_true", help="orbax on the many-leaf tree too (slow)")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -126,13 +127,15 @@ def main() -> None:
             def treekit_device_put() -> float:
                 return timed(lambda: treekit.sharding.device_put(host, device))
 
-            def peak_above(run: Callable[[], Any], tree_bytes: int) -> int | None:
+            def peak_above(run: Callable[[], Any]) -> int | None:  # (the peak above what is held before and after)
                 stats = device.memory_stats() or {}
                 if "peak_bytes_in_use" not in stats:
                     return None
                 before = stats["bytes_in_use"]
-                run()
-                return max(0, device.memory_stats()["peak_bytes_in_use"] - before - tree_bytes)
+                kept = run()
+                after = device.memory_stats()
+                del kept
+                return max(0, after["peak_bytes_in_use"] - max(before, after["bytes_in_use"]))
 
             def timed(run: Callable[[], Any]) -> float:
                 start = time.perf_counter()
@@ -262,8 +265,8 @@ def main() -> None:
             if tree_name.startswith("many"):  # (first: the peak memory is the highest the process has had)
                 on_device = fresh()
                 peaks = {
-                    "get": peak_above(lambda: treekit.sharding.device_get(on_device), 0),
-                    "put": peak_above(lambda: jax.block_until_ready(treekit.sharding.device_put(host, device)), nbytes),
+                    "get": peak_above(lambda: treekit.sharding.device_get(on_device)),
+                    "put": peak_above(lambda: jax.block_until_ready(treekit.sharding.device_put(host, device))),
                 }
                 del on_device
                 firsts = {
@@ -303,7 +306,7 @@ def main() -> None:
                 rows |= {"safetensors.flax save": st_save, "safetensors.flax load": st_load}
             if ocp is not None and (tree_name == "big" or len(jax.tree.leaves(host)) <= 2_000 or args.orbax_many):
                 rows |= {"orbax save": orbax_save, "orbax load": orbax_load}
-            for run in rows.values():  # (one untimed round: no row gets a first call's luck or cost)
+            for run in rows.values() if args.warm else ():  # (one untimed round: no row gets a first call's luck or cost)
                 run()
             got: dict[str, list[Any]] = {name: [] for name in rows}
             for _ in range(args.rounds):
