@@ -306,7 +306,7 @@ def main() -> None:
                 rows |= {"safetensors.flax save": st_save, "safetensors.flax load": st_load}
             if ocp is not None and (tree_name == "big" or len(jax.tree.leaves(host)) <= 2_000 or args.orbax_many):
                 rows |= {"orbax save": orbax_save, "orbax load": orbax_load}
-            for run in rows.values() if args.warm else ():  # (one untimed round: no row gets a first call's luck or cost)
+            for run in rows.values() if args.warm else ():  # (an untimed round: no first call's luck or cost)
                 run()
             got: dict[str, list[Any]] = {name: [] for name in rows}
             for _ in range(args.rounds):
