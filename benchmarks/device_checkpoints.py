@@ -333,6 +333,9 @@ def main() -> None:
 
     for tree_name, host in host_trees(args.gb, [int(n) for n in args.leaves.split(",") if n]).items():
         one_tree(tree_name, host)
+        if args.json:  # (after each tree: a run cut short by a time limit keeps the trees it finished)
+            with open(args.json, "w") as f:
+                json.dump({k: v for k, v in results.items() if k != "_orbax_paths"}, f, indent=1, default=list)
 
     results.pop("_orbax_paths", None)
     shutil.rmtree(folder, ignore_errors=True)
