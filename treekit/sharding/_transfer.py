@@ -68,8 +68,6 @@ def _device_kind(sharding: Any, dtype: Any, shape: tuple[int, ...], pack: bool |
     ``shape`` if they may be packed: small, not empty, on one device (of a platform
     ``PACKED_PLATFORMS`` names unless ``pack``), of a dtype packs move exactly there, not
     typed keys; else ``None``."""
-    import math
-
     devices = sharding.device_set
     if len(devices) != 1 or is_key_dtype(dtype) or not 0 < math.prod(shape) * dtype.itemsize <= SMALL_BYTES:
         return None
