@@ -37,6 +37,7 @@ SLOW = (
     "tests/test_cloud.py::test_a_saving_process_killed", "tests/test_data_mesh.py::test_two_processes",
     "tests/test_known_functions.py", "tests/test_jax.py::test_jax_registrations_are_watched",
     "tests/test_jax.py::test_every_import_order", "tests/test_sharding.py", "tests/test_packaging.py",
+    "tests/test_transfer.py::test_packs_are_made_per_device",
 )  # fmt: skip
 
 
