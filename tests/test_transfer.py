@@ -161,7 +161,8 @@ def test_save_and_load_onto_a_device_in_packs(tmp_path: Path) -> None:
     tree = {"layers": [{"w": _values(rng, "float32", (4, 3)), "b": _values(rng, "bfloat16", (3,))} for _ in range(40)]}
     tree["key"] = jax.random.key(3)
     treekit.save(tmp_path / "t.safetensors", jax.device_put(tree))
-    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("x",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
     loaded = treekit.load(tmp_path / "t.safetensors", shardings=sharding)
     expected = jax.device_put(tree, sharding)
     for x, y in zip(jax.tree.leaves(loaded), jax.tree.leaves(expected)):
