@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from treekit.checkpoint._codes import code_of
 from treekit.checkpoint._processes import Group
-from treekit.core import KeyPath, flatten, keystr
+from treekit.core import KeyPath, ShapeDtype, flatten, keystr
 from treekit.files import (
     Where,
     create_exclusive,
@@ -165,6 +165,7 @@ def check_placements(paths: list[KeyPath], leaves: list[Any], given: list[Any]) 
     """Every array's sharding fits its shape (all problems at once, by key path), before any
     array's data is read."""
     problems = []
+    verdicts: dict[tuple[int, tuple[int, ...]], list[str]] = {}  # (a sharding and a shape checked once)
     for path, x, sharding in zip(paths, leaves, given):
         if sharding is None:
             continue
@@ -172,25 +173,33 @@ def check_placements(paths: list[KeyPath], leaves: list[Any], given: list[Any]) 
         if shape is None:
             problems.append(f"file{keystr(path)}: expected an array for {_shown(sharding)}, got {type(x).__name__}")
             continue
-        spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
-        if spec is not None and mesh is not None:
-            from treekit.sharding import ShardingError, check_specs
-
-            try:
-                check_specs(x, spec, mesh)
-            except ShardingError as err:
-                problems += [f"file{keystr(path)}{p[len('tree') :]}" for p in err.problems]
-            continue
-        try:
-            sharding.shard_shape(tuple(shape))
-        except Exception as err:  # (jax's own words for another kind of sharding)
-            problems.append(
-                f"file{keystr(path)}: expected a shape {_shown(sharding)} can split, got {tuple(shape)} ({err})"
-            )
+        key = (id(sharding), tuple(shape))
+        if key not in verdicts:
+            verdicts[key] = _misfits(sharding, tuple(shape))
+        problems += [f"file{keystr(path)}{p}" for p in verdicts[key]]
     if problems:
         from treekit.sharding import ShardingError
 
         raise ShardingError(problems)
+
+
+def _misfits(sharding: Any, shape: tuple[int, ...]) -> list[str]:
+    """What keeps ``sharding`` from splitting arrays of ``shape``, each as the end of a message
+    that begins with the array's key path (none: it fits)."""
+    spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
+    if spec is not None and mesh is not None:
+        from treekit.sharding import ShardingError, check_specs
+
+        try:
+            check_specs(ShapeDtype(shape, "uint8"), spec, mesh)
+        except ShardingError as err:
+            return [p[len("tree") :] for p in err.problems]
+        return []
+    try:
+        sharding.shard_shape(shape)
+    except Exception as err:  # (jax's own words for another kind of sharding)
+        return [f": expected a shape {_shown(sharding)} can split, got {shape} ({err})"]
+    return []
 
 
 def _shown(sharding: Any) -> str:
