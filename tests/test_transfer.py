@@ -25,8 +25,7 @@ import treekit  # noqa: E402
 from treekit.sharding import _transfer, device_get, device_put  # noqa: E402
 
 DTYPES = ["float32", "bfloat16", "float16", "int8", "uint8", "int32", "bool", "float8_e4m3fn", "complex64"]
-if hasattr(jnp, "int4"):
-    DTYPES.append("int4")
+DTYPES += [d for d in ("int4", "uint4", "int2", "uint2", "float4_e2m1fn") if hasattr(jnp, d)]  # (less than a byte)
 
 
 def _values(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> Any:
@@ -34,8 +33,11 @@ def _values(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> Any
     np_dtype = jnp.dtype(dtype)
     if dtype == "bool":
         return rng.random(shape) < 0.5
-    if dtype == "int4":
-        return rng.integers(-8, 8, shape).astype(np_dtype)
+    if dtype in ("int4", "uint4", "int2", "uint2"):  # (values in their range)
+        info = jnp.iinfo(np_dtype)
+        return rng.integers(int(info.min), int(info.max) + 1, shape).astype(np_dtype)
+    if dtype == "float4_e2m1fn":
+        return rng.choice([0.0, -0.0, 0.5, 1.5, 3.0, -6.0], shape).astype(np_dtype)
     if dtype == "complex64":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np_dtype)
     raw = rng.integers(0, 256, (*shape, np_dtype.itemsize), dtype=np.uint8)
@@ -147,6 +149,27 @@ def test_device_put_takes_a_prefix_tree_of_targets() -> None:
     assert all(x.committed for x in placed["a"]) and not any(x.committed for x in placed["b"])
     with pytest.raises(treekit.StructureMismatchError, match=r"device"):
         device_put(tree, {"a": device}, pack=True)
+
+
+def test_arrays_in_another_memory_and_other_targets_move_as_jax_moves_them() -> None:
+    device = jax.devices()[0]
+    host = [np.full(3, i, np.float32) for i in range(8)]
+    try:
+        pinned = jax.sharding.NamedSharding(
+            jax.sharding.Mesh(np.array([device]), ("x",)), jax.sharding.PartitionSpec(), memory_kind="pinned_host"
+        )
+        mixed = [jax.device_put(x, pinned if i % 2 else device) for i, x in enumerate(host)]
+    except (ValueError, RuntimeError, NotImplementedError):  # (a jax or platform without host memory)
+        pytest.skip("no pinned_host memory here")
+    got = device_get(mixed, pack=True)
+    assert [_bits(x) for x in got] == [_bits(x) for x in jax.device_get(mixed)]
+    assert _together(got[0], got[2]) and not _together(got[0], got[1])  # (the device's arrays packed)
+    placed, expected = device_put(host, pinned, pack=True), jax.device_put(host, pinned)
+    assert [(x.sharding, _bits(x)) for x in placed] == [(y.sharding, _bits(y)) for y in expected]
+    space = getattr(getattr(jax, "memory", None), "Space", None)
+    if space is not None:  # (a memory space as the target: jax.device_put's own)
+        placed, expected = device_put(host, space.Device, pack=True), jax.device_put(host, space.Device)
+        assert [(x.sharding, _bits(x)) for x in placed] == [(y.sharding, _bits(y)) for y in expected]
 
 
 @pytest.fixture

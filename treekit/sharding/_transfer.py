@@ -64,8 +64,8 @@ def _packs(kinds: dict[Any, list[int]], nbytes: dict[Any, int], direction: str) 
 
 
 def _device_kind(sharding: Any, dtype: Any, shape: tuple[int, ...], pack: bool | None) -> Any:
-    """The kind ``(device, dtype, shape)`` of the jax arrays of ``sharding``, ``dtype`` and
-    ``shape`` if they may be packed: small, not empty, on one device (of a platform
+    """The device of the jax arrays of ``sharding``, ``dtype`` and ``shape`` if they may be
+    packed: small, not empty, in the default memory of one device (of a platform
     ``PACKED_PLATFORMS`` names unless ``pack``), of a dtype packs move exactly there, not
     typed keys; else ``None``."""
     devices = sharding.device_set
@@ -74,18 +74,37 @@ def _device_kind(sharding: Any, dtype: Any, shape: tuple[int, ...], pack: bool |
     (device,) = devices
     if (pack is None and device.platform not in PACKED_PLATFORMS) or not _exact(dtype, device.platform):
         return None
-    return (device, dtype, shape)
+    return device if _default_memory(sharding, device) else None
+
+
+def _default_memory(sharding: Any, device: Any) -> bool:
+    """``sharding`` places arrays in ``device``'s default memory (not ``pinned_host``: jax
+    concatenates no arrays of two memories, and host memory needs no pack)."""
+    kind = getattr(sharding, "memory_kind", None)
+    return kind is None or kind == device.default_memory().kind
 
 
 def _exact(dtype: Any, platform: str) -> bool:
-    """Whether a pack moves arrays of ``dtype`` bit for bit on ``platform``: not complex, and no
-    float narrower than 32 bits off the CPU (a TPU v5e quiets the NaNs and flushes the
-    subnormals of bfloat16, float16 and float8 in any compiled op, a bitcast included)."""
+    """Whether a pack moves arrays of ``dtype`` bit for bit on ``platform``: not complex, whole
+    bytes an element (int2 makes XLA's CPU compiler abort the process, and a bitcast of float4
+    to bytes changes its shape), and no float narrower than 32 bits off the CPU (a TPU v5e
+    quiets the NaNs and flushes the subnormals of bfloat16, float16 and float8 in any compiled
+    op, a bitcast included)."""
     import jax.numpy as jnp
 
     if dtype.kind == "c":
         return False
-    return platform == "cpu" or dtype.itemsize >= 4 or not jnp.issubdtype(dtype, jnp.floating)
+    floating = jnp.issubdtype(dtype, jnp.floating)
+    if dtype.type.__module__.startswith("ml_dtypes"):  # (bfloat16, float8, int4, ...: their width in bits)
+        import ml_dtypes
+
+        try:
+            bits = (ml_dtypes.finfo if floating else ml_dtypes.iinfo)(dtype).bits
+        except (TypeError, ValueError):
+            return False
+        if bits != 8 * dtype.itemsize:
+            return False
+    return platform == "cpu" or dtype.itemsize >= 4 or not floating
 
 
 def _bits_of(dtype: Any) -> Any:
@@ -137,13 +156,14 @@ def fetch_small(arrays: Sequence[Any], pack: bool | None = None) -> list[Any]:
     array_type = _array_type()
     found: dict[Any, list[int]] = {}  # (one pass over the leaves, cheap; each kind judged once)
     for i, x in enumerate(arrays):
-        if type(x) is array_type and not x.is_deleted():
-            found.setdefault((x.sharding, x.dtype, x.shape), []).append(i)
+        if type(x) is array_type and not x.is_deleted():  # (weak types and commitment: jit compiles for each)
+            found.setdefault((x.sharding, x.dtype, x.shape, x.weak_type, x.committed), []).append(i)
     kinds: dict[Any, list[int]] = {}
     nbytes: dict[Any, int] = {}
-    for (sharding, dtype, shape), members in found.items():
-        kind = _device_kind(sharding, dtype, shape, pack)
-        if kind is not None:
+    for (sharding, dtype, shape, weak, committed), members in found.items():
+        device = _device_kind(sharding, dtype, shape, pack)
+        if device is not None:
+            kind = (device, dtype, shape, weak, committed)
             kinds.setdefault(kind, []).extend(members)
             nbytes[kind] = math.prod(shape) * dtype.itemsize
     out = list(arrays)
@@ -151,7 +171,7 @@ def fetch_small(arrays: Sequence[Any], pack: bool | None = None) -> list[Any]:
     held = 0
 
     def land() -> int:
-        (_, dtype, shape), members, buffer = flight.popleft()
+        (_, dtype, shape, _, _), members, buffer = flight.popleft()
         host = np.asarray(buffer).view(dtype)
         rows = shape[0] if shape else 1
         for k, i in enumerate(members):
@@ -233,8 +253,12 @@ def put_small(arrays: Sequence[Any], targets: Sequence[Any], pack: bool | None =
     nbytes: dict[Any, int] = {}
     for (place, dtype, shape), members in found.items():
         target, size = places[place], math.prod(shape) * dtype.itemsize
+        if not (target is None or isinstance(target, (jax.Device, jax.sharding.Sharding))):
+            continue  # (a memory space, a layout: jax.device_put's own)
         device = _bound(target)
         if device is None or (pack is None and device.platform not in PACKED_PLATFORMS):
+            continue
+        if target is not None and not _default_memory(target, device):
             continue
         if not (0 < size <= SMALL_BYTES and _held(dtype) and _exact(dtype, device.platform)):
             continue
