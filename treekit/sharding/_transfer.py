@@ -304,8 +304,9 @@ def device_get(tree: Any, *, pack: bool | None = None) -> Any:
     of device memory at once, freed as they land. Compiling is once per signature (about 0.2 s
     each on a TPU v5e); one call compiles at most 4, the largest kinds first, and moves the
     others one by one until a later call. Floats cross as their bits. Larger arrays, arrays
-    over several devices, typed PRNG keys, complex arrays, deleted arrays, other leaves and,
-    off the CPU, floats narrower than 32 bits (bfloat16, float16, float8: a TPU's compiled ops
+    over several devices or in another memory than the device's own (``pinned_host``), typed
+    PRNG keys, complex arrays, dtypes of less than a byte an element (int4, int2, float4),
+    deleted arrays, other leaves and, off the CPU, floats narrower than 32 bits (bfloat16, float16, float8: a TPU's compiled ops
     quiet their NaNs and flush their subnormals, a bitcast too, so no pack of them is
     bit-exact) go to ``jax.device_get`` as they are (a deleted array raises its error there; a
     numpy scalar becomes a 0-d array).
