@@ -311,10 +311,10 @@ def device_get(tree: Any, *, pack: bool | None = None) -> Any:
     others one by one until a later call. Floats cross as their bits. Larger arrays, arrays
     over several devices or in another memory than the device's own (``pinned_host``), typed
     PRNG keys, complex arrays, dtypes of less than a byte an element (int4, int2, float4),
-    deleted arrays, other leaves and, off the CPU, floats narrower than 32 bits (bfloat16, float16, float8: a TPU's compiled ops
-    quiet their NaNs and flush their subnormals, a bitcast too, so no pack of them is
-    bit-exact) go to ``jax.device_get`` as they are (a deleted array raises its error there; a
-    numpy scalar becomes a 0-d array).
+    deleted arrays, other leaves and, off the CPU, floats narrower than 32 bits (bfloat16,
+    float16, float8: a TPU's compiled ops quiet their NaNs and flush their subnormals, a
+    bitcast too, so no pack of them is bit-exact) go to ``jax.device_get`` as they are (a
+    deleted array raises its error there; a numpy scalar becomes a 0-d array).
 
     Args:
         tree: Any pytree.
