@@ -16,7 +16,7 @@ the tree glue every large-model codebase writes by hand:
 - :func:`device_bytes`: bytes each leaf takes on one device, for "does it fit?";
 - :func:`device_get` / :func:`device_put`: ``jax.device_get`` / ``jax.device_put`` for trees
   of many small arrays, which cross between host and accelerator in packs (one transfer for up
-  to 256 arrays instead of one each: 20,000 leaves in 0.06 s instead of 2.1 s on a TPU v5e).
+  to 256 arrays instead of one each: 20,000 leaves in 0.19 s instead of 1.9 s on a TPU v5e).
 
 A pattern is a regular expression searched (``re.search``) in two forms of each leaf's path:
 the ``'a/b/0'`` form of :func:`treekit.params.flatten_dict` and the :func:`treekit.keystr`

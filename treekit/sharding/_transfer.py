@@ -27,7 +27,7 @@ from typing import Any
 
 from treekit.core import flatten, is_key_dtype
 
-__all__ = ["CHUNK_BYTES", "GROUP", "SMALL_BYTES", "device_get", "device_put", "fetch_small", "put_small"]
+__all__ = ["device_get", "device_put", "fetch_small", "put_small"]
 
 SMALL_BYTES = 1 << 20  # arrays of at most this many bytes are packed; larger ones move alone
 GROUP = 256  # arrays per packed buffer, at most (a concatenate of 256 compiles in ~0.2 s)
@@ -39,15 +39,16 @@ PACKED_PLATFORMS = frozenset({"tpu", "gpu", "cuda", "rocm"})  # (on the CPU a tr
 _compiled: set[Any] = set()  # the signatures packed before (jax holds their compiled functions)
 
 
-def _packs(kinds: dict[Any, list[int]], nbytes: dict[Any, int], direction: str) -> list[tuple[Any, list[int]]]:
-    """The groups to pack, ``(kind, indices)``: each kind of at least ``MIN_KIND`` arrays
-    cut into groups of one size (the last overlapping the one before), the largest kinds
-    first, at most ``NEW_PER_CALL`` of them with a signature not packed before."""
+def _packs(kinds: dict[Any, list[int]], direction: str) -> list[tuple[Any, list[int]]]:
+    """The groups to pack, ``(kind, indices)``: each kind (``(place, dtype, shape, ...)``) of at
+    least ``MIN_KIND`` arrays cut into groups of one size (the last overlapping the one
+    before), the largest kinds first, at most ``NEW_PER_CALL`` of them with a signature not
+    packed before."""
     out: list[tuple[Any, list[int]]] = []
     new = 0
     for kind, members in sorted(kinds.items(), key=lambda item: -len(item[1])):
         n = len(members)
-        size = min(n, GROUP, CHUNK_BYTES // nbytes[kind])
+        size = min(n, GROUP, CHUNK_BYTES // (math.prod(kind[2]) * kind[1].itemsize))
         if n < MIN_KIND or size < 2:
             continue
         signature = (direction, kind, size)
@@ -63,7 +64,7 @@ def _packs(kinds: dict[Any, list[int]], nbytes: dict[Any, int], direction: str) 
     return out
 
 
-def _device_kind(sharding: Any, dtype: Any, shape: tuple[int, ...], pack: bool | None) -> Any:
+def _packed_device(sharding: Any, dtype: Any, shape: tuple[int, ...], pack: bool | None) -> Any:
     """The device of the jax arrays of ``sharding``, ``dtype`` and ``shape`` if they may be
     packed: small, not empty, in the default memory of one device (of a platform
     ``PACKED_PLATFORMS`` names unless ``pack``), of a dtype packs move exactly there, not
@@ -164,13 +165,10 @@ def fetch_small(arrays: Sequence[Any], pack: bool | None = None) -> list[Any]:
         if type(x) is array_type and not x.is_deleted():  # (weak types and commitment: jit compiles for each)
             found.setdefault((x.sharding, x.dtype, x.shape, x.weak_type, x.committed), []).append(i)
     kinds: dict[Any, list[int]] = {}
-    nbytes: dict[Any, int] = {}
     for (sharding, dtype, shape, weak, committed), members in found.items():
-        device = _device_kind(sharding, dtype, shape, pack)
+        device = _packed_device(sharding, dtype, shape, pack)
         if device is not None:
-            kind = (device, dtype, shape, weak, committed)
-            kinds.setdefault(kind, []).extend(members)
-            nbytes[kind] = math.prod(shape) * dtype.itemsize
+            kinds.setdefault((device, dtype, shape, weak, committed), []).extend(members)
     out = list(arrays)
     flight: deque[tuple[Any, list[int], Any]] = deque()  # packed buffers on their way to the host
     held = 0
@@ -184,11 +182,11 @@ def fetch_small(arrays: Sequence[Any], pack: bool | None = None) -> list[Any]:
             out[i] = view if shape else view.reshape(())
         return int(buffer.nbytes)
 
-    for kind, members in _packs(kinds, nbytes, "get"):
+    for kind, members in _packs(kinds, "get"):
         buffer = _packer()(*(arrays[i] for i in members))
         buffer.copy_to_host_async()
         flight.append((kind, members, buffer))
-        held += len(members) * nbytes[kind]
+        held += int(buffer.nbytes)
         while held > CHUNK_BYTES:
             held -= land()
     while flight:
@@ -255,7 +253,6 @@ def put_small(arrays: Sequence[Any], targets: Sequence[Any], pack: bool | None =
                 found.setdefault((id(target), x.dtype, x.shape), []).append(i)
                 places[id(target)] = target
     kinds: dict[Any, list[int]] = {}
-    nbytes: dict[Any, int] = {}
     for (place, dtype, shape), members in found.items():
         target, size = places[place], math.prod(shape) * dtype.itemsize
         if not (target is None or isinstance(target, (jax.Device, jax.sharding.Sharding))):
@@ -267,12 +264,10 @@ def put_small(arrays: Sequence[Any], targets: Sequence[Any], pack: bool | None =
             continue
         if not (0 < size <= SMALL_BYTES and _held(dtype) and _exact(dtype, device.platform)):
             continue
-        kind = (target, dtype, shape)
-        kinds.setdefault(kind, []).extend(members)
-        nbytes[kind] = size
+        kinds.setdefault((target, dtype, shape), []).extend(members)
     out: dict[int, Any] = {}
     held = 0
-    for (target, dtype, shape), members in _packs(kinds, nbytes, "put"):
+    for (target, dtype, shape), members in _packs(kinds, "put"):
         parts = [arrays[i] for i in members]
         host = np.concatenate(parts) if shape else np.stack(parts)
         bits = _bits_of(dtype)
